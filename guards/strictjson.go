@@ -155,6 +155,12 @@ func checkTree(v any, t reflect.Type, path string) error {
 }
 
 func checkStruct(obj map[string]any, t reflect.Type, path string) error {
+	type field struct {
+		name     string
+		optional bool
+		typ      reflect.Type
+	}
+	fields := make([]field, 0, t.NumField())
 	known := make(map[string]bool, t.NumField())
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
@@ -167,20 +173,26 @@ func checkStruct(obj map[string]any, t reflect.Type, path string) error {
 			name = f.Name
 		}
 		known[name] = true
-		val, present := obj[name]
-		if !present {
-			if !strings.Contains(opts, "omitempty") && !strings.Contains(opts, "omitzero") {
-				return fieldErr(joinPath(path, name), "missing")
-			}
-			continue
-		}
-		if err := checkTree(val, f.Type, joinPath(path, name)); err != nil {
-			return err
-		}
+		optional := strings.Contains(opts, "omitempty") || strings.Contains(opts, "omitzero")
+		fields = append(fields, field{name, optional, f.Type})
 	}
+	// Unknown fields first: a misspelt field is reported as itself, not as
+	// the missing field it was meant to be.
 	for _, k := range sortedObjKeys(obj) {
 		if !known[k] {
 			return fieldErr(joinPath(path, k), "unknown field (known: %s)", strings.Join(sortedKeys(known), ", "))
+		}
+	}
+	for _, f := range fields {
+		val, present := obj[f.name]
+		if !present {
+			if f.optional {
+				continue
+			}
+			return fieldErr(joinPath(path, f.name), "missing")
+		}
+		if err := checkTree(val, f.typ, joinPath(path, f.name)); err != nil {
+			return err
 		}
 	}
 	return nil
