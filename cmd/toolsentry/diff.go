@@ -1,0 +1,360 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/toolsentry/toolsentry/guards"
+)
+
+func init() {
+	register(&command{
+		name:    "diff",
+		summary: "compare two versions of a tool's schema: changes, verdict for an agent, migration",
+		usage:   diffUsage,
+		run:     runDiff,
+	})
+}
+
+const toolInputsHelp = `OLD and NEW are JSON files, each one of:
+  - an MCP Tool object: {"name", "title", "description", "inputSchema",
+    "outputSchema", "annotations"} (MCP 2025-06-18 and later);
+  - an MCP tools/list result {"tools": [...]} (or the JSON-RPC response
+    holding it); pick the tool with --tool when it lists more than one;
+  - a bare JSON Schema (draft-04 to 2020-12), taken as the input schema.
+Local $refs are resolved; schemas nested deeper than 128 levels are rejected.
+`
+
+const diffUsage = `Usage: toolsentry diff [flags] OLD NEW
+
+Compares two versions of a tool and lists what changed: renamed, added and
+removed fields, types, defaults, required, enums, formats, constraints,
+additionalProperties, descriptions and annotations, each judged breaking or
+not (the agent writes the input and reads the output). With the agent's used
+surface it gives the schema drift verdict (SCHEMA_MATCH,
+DRIFT_ON_UNUSED_FIELDS or DRIFT_ON_USED_FIELDS, with the directive and
+manifest digest of the reference guard) and the migration plan that rewrites
+the agent's payloads (see toolsentry migrate).
+
+` + toolInputsHelp + `
+Used surface paths are dotted property paths from the schema root, "[]" for
+array items: user_id, options.timeout, items[].id. A path covers what is
+below it. An agent is affected by a change on a path it uses, a breaking
+change on a parent of one, a changed or removed default of an input field it
+omits, and a changed tool description.
+
+Flags (they may come before or after the files):
+  --used PATHS         input paths the agent sends, comma separated; repeatable (default: none)
+  --used-output PATHS  output paths the agent reads, comma separated; repeatable (default: none)
+  --args FILE          an arguments object the agent sent: its paths are added to --used
+  --tool NAME          the tool to compare when OLD or NEW lists several (default: the only one)
+  --json               print one JSON object instead of the table (default: false):
+                       {"old_fingerprint", "new_fingerprint", "changes", "verdict",
+                        "directive", "manifest_digest", "affected", "migration"}
+
+The exit status is 0 when the comparison ran, whatever the verdict; 1 when a
+file cannot be read or is not a tool or schema; 2 on a usage error.
+
+Example:
+  toolsentry diff crm-v1.json crm-v2.json --used user_id,options.timeout --used-output results[].id
+`
+
+// listFlag collects comma-separated values over repeated flags.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(v string) error {
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			*l = append(*l, p)
+		}
+	}
+	return nil
+}
+
+// parseInterleaved parses flags that may come before, between or after the
+// positional arguments; "--" ends the flags.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	fs.SetOutput(io.Discard)
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, usageErrorf("%s: %v", fs.Name(), err)
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return positional, nil
+		}
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			return append(positional, rest...), nil
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+}
+
+// loadTool reads one tool from a file (see toolInputsHelp), picking name
+// from a tools/list when given.
+func loadTool(path, name string) (guards.ToolDefinition, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return guards.ToolDefinition{}, err
+	}
+	tools, err := guards.ParseToolDocument(raw)
+	if err != nil {
+		return guards.ToolDefinition{}, fmt.Errorf("%s: %w", path, err)
+	}
+	if name == "" {
+		if len(tools) != 1 {
+			return guards.ToolDefinition{}, usageErrorf("%s lists %d tools: pick one with --tool (%s)", path, len(tools), toolNames(tools))
+		}
+		return tools[0], nil
+	}
+	for _, t := range tools {
+		if t.Name == name {
+			return t, nil
+		}
+	}
+	return guards.ToolDefinition{}, fmt.Errorf("%s: no tool named %q (have: %s)", path, name, toolNames(tools))
+}
+
+func toolNames(tools []guards.ToolDefinition) string {
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = fmt.Sprintf("%q", t.Name)
+	}
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
+// loadToolPair reads OLD and NEW; a tool named by --tool must be in both.
+func loadToolPair(oldPath, newPath, name string) (guards.ToolDefinition, guards.ToolDefinition, error) {
+	oldT, err := loadTool(oldPath, name)
+	if err != nil {
+		return oldT, oldT, err
+	}
+	newT, err := loadTool(newPath, name)
+	return oldT, newT, err
+}
+
+// decodePayload reads one JSON value, numbers kept as written.
+func decodePayload(r io.Reader) (any, error) {
+	dec := json.NewDecoder(r)
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("no JSON value")
+		}
+		return nil, err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("data after the JSON value")
+	}
+	return v, nil
+}
+
+// diffJSON is the --json output.
+type diffJSON struct {
+	OldFingerprint string               `json:"old_fingerprint"`
+	NewFingerprint string               `json:"new_fingerprint"`
+	Changes        []guards.Change      `json:"changes"`
+	Verdict        guards.SchemaVerdict `json:"verdict"`
+	Directive      string               `json:"directive"`
+	ManifestDigest string               `json:"manifest_digest"`
+	Affected       []string             `json:"affected"`
+	Migration      guards.MigrationPlan `json:"migration"`
+}
+
+func runDiff(_ context.Context, args []string, io stdio) error {
+	fs := flag.NewFlagSet("diff", flag.ContinueOnError)
+	var used, usedOutput listFlag
+	fs.Var(&used, "used", "")
+	fs.Var(&usedOutput, "used-output", "")
+	argsFile := fs.String("args", "", "")
+	toolName := fs.String("tool", "", "")
+	asJSON := fs.Bool("json", false, "")
+	files, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(files) != 2 {
+		return usageErrorf("diff needs two files, OLD and NEW, got %d", len(files))
+	}
+	for _, p := range append(append([]string{}, used...), usedOutput...) {
+		if err := guards.CheckSchemaPath(p); err != nil {
+			return usageErrorf("--used or --used-output: %s", strings.TrimPrefix(err.Error(), guards.ErrInvalid.Error()+": "))
+		}
+	}
+	if *argsFile != "" {
+		raw, err := os.ReadFile(*argsFile)
+		if err != nil {
+			return err
+		}
+		payload, err := decodePayload(bytes.NewReader(raw))
+		if err != nil {
+			return fmt.Errorf("%s: %w", *argsFile, err)
+		}
+		used = append(used, guards.SurfaceFromArguments(payload)...)
+	}
+	oldT, newT, err := loadToolPair(files[0], files[1], *toolName)
+	if err != nil {
+		return err
+	}
+	rep, err := guards.EvaluateDrift(oldT, newT, guards.UsedSurface{Input: used, Output: usedOutput})
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(io.out)
+		enc.SetEscapeHTML(false)
+		enc.SetIndent("", "  ")
+		return enc.Encode(diffJSON{
+			OldFingerprint: rep.OldFingerprint,
+			NewFingerprint: rep.NewFingerprint,
+			Changes:        rep.Changes,
+			Verdict:        rep.Manifest.Verdict,
+			Directive:      rep.Manifest.Directive,
+			ManifestDigest: rep.Manifest.ManifestDigest,
+			Affected:       rep.Affected,
+			Migration:      rep.Migration,
+		})
+	}
+	return writeDiffTable(io.out, rep)
+}
+
+func writeDiffTable(w io.Writer, rep guards.DriftReport) error {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "old  %s\nnew  %s\n\n", rep.OldFingerprint, rep.NewFingerprint)
+	affected := map[string]bool{}
+	for _, k := range rep.Affected {
+		affected[k] = true
+	}
+	if len(rep.Changes) == 0 {
+		b.WriteString("no changes\n")
+	} else {
+		tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "SIDE\tPATH\tKIND\tCHANGE\tBREAKING\tAFFECTS AGENT")
+		for _, c := range rep.Changes {
+			path := c.Path
+			if path == "" {
+				path = "(root)"
+			}
+			if c.Keyword != "" && c.Side != guards.SideTool {
+				path += " (" + c.Keyword + ")"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", c.Side, path, c.Kind, changeDetail(c),
+				yesNo(c.Breaking, "yes", "no")+yesNo(c.Security, " (security)", ""),
+				yesNo(affected[guards.SurfaceKey(c.Side, c.Path)], "yes", "no"))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		b.WriteString("\nreasons:\n")
+		for _, c := range rep.Changes {
+			fmt.Fprintf(&b, "  - %s\n", c.Reason)
+		}
+	}
+	fmt.Fprintf(&b, "\nverdict    %s\ndirective  %s\ndigest     %s\n", rep.Manifest.Verdict, rep.Manifest.Directive, rep.Manifest.ManifestDigest)
+	if len(rep.Affected) > 0 {
+		fmt.Fprintf(&b, "affected   %s\n", strings.Join(rep.Affected, ", "))
+	}
+	if len(rep.Migration.Steps) > 0 || len(rep.Migration.Blocked) > 0 {
+		b.WriteString("\nmigration:\n")
+		for _, s := range rep.Migration.Steps {
+			fmt.Fprintf(&b, "  %s\n", describeStep(s))
+		}
+		for _, bl := range rep.Migration.Blocked {
+			fmt.Fprintf(&b, "  cannot migrate %s when %s: %s\n", displayPath(bl.Path), describeBlockCondition(bl), bl.Reason)
+		}
+	}
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+func yesNo(b bool, yes, no string) string {
+	if b {
+		return yes
+	}
+	return no
+}
+
+func displayPath(p string) string {
+	if p == "" {
+		return "(root)"
+	}
+	return p
+}
+
+// changeDetail is a change's before → after, shortened for the table.
+func changeDetail(c guards.Change) string {
+	if c.Kind == guards.FieldRenamed {
+		return "→ " + c.To
+	}
+	short := func(raw json.RawMessage) string {
+		if len(raw) == 0 {
+			return "∅"
+		}
+		s := string(raw)
+		if strings.HasPrefix(s, `"`) && !strings.ContainsAny(s[1:len(s)-1], `"\ `) {
+			s = s[1 : len(s)-1]
+		}
+		if r := []rune(s); len(r) > 32 {
+			s = string(r[:31]) + "…"
+		}
+		return s
+	}
+	return short(c.Before) + " → " + short(c.After)
+}
+
+func describeStep(s guards.MigrationStep) string {
+	switch s.Op {
+	case guards.OpMove:
+		return fmt.Sprintf("move %s → %s", displayPath(s.Path), s.To)
+	case guards.OpConvert:
+		return fmt.Sprintf("convert %s to %s", displayPath(s.Path), s.Type)
+	case guards.OpMapEnum:
+		b, _ := json.Marshal(s.Mapping)
+		return fmt.Sprintf("map_enum %s %s", displayPath(s.Path), b)
+	case guards.OpAddIfAbsent:
+		return fmt.Sprintf("add_if_absent %s = %s", displayPath(s.Path), s.Value)
+	}
+	return fmt.Sprintf("%s %s", s.Op, displayPath(s.Path))
+}
+
+func describeBlockCondition(b guards.MigrationBlocker) string {
+	switch b.When {
+	case guards.BlockWhenPresent:
+		return "sent"
+	case guards.BlockWhenAbsent:
+		return "missing"
+	case guards.BlockWhenValue:
+		return "one of " + rawList(b.Values)
+	case guards.BlockWhenNotIn:
+		return "not one of " + rawList(b.Values)
+	}
+	return b.When
+}
+
+func rawList(vals []json.RawMessage) string {
+	parts := make([]string, 0, len(vals))
+	for i, v := range vals {
+		if i == 8 {
+			parts = append(parts, fmt.Sprintf("… (%d more)", len(vals)-i))
+			break
+		}
+		parts = append(parts, string(v))
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}

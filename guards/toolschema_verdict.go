@@ -1,0 +1,349 @@
+package guards
+
+// This file joins the diff with the agent's used surface and hands the
+// result to the seed's gate (EvaluateSchema), so verdicts, directives and
+// digests are exactly the seed's.
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+)
+
+// UsedSurface is what an agent does with a tool: the input paths it sends
+// and the output paths it reads, written as Change paths are ("user_id",
+// "options.timeout", "items[].id"). A path covers everything below it.
+type UsedSurface struct {
+	Input  []string `json:"input,omitempty"`
+	Output []string `json:"output,omitempty"`
+}
+
+// DriftReport is the outcome of comparing a tool's recorded schema with its
+// current one for one agent. JSON field names are stable.
+type DriftReport struct {
+	ToolID         string   `json:"tool_id"`
+	OldFingerprint string   `json:"old_fingerprint"`
+	NewFingerprint string   `json:"new_fingerprint"`
+	Changes        []Change `json:"changes"`
+	// ChangedFields are the surface keys of all changes (SurfaceKey), the
+	// seed's changed_fields.
+	ChangedFields []string `json:"changed_fields"`
+	// UsedFields are the surface keys the agent uses: the paths it sends
+	// and reads, and every changed path that affects it (see EvaluateDrift).
+	UsedFields []string `json:"used_fields"`
+	// Affected are the changed fields the agent uses.
+	Affected []string `json:"affected"`
+	// Manifest is EvaluateSchema's verdict on the above.
+	Manifest SchemaManifest `json:"manifest"`
+	// Migration rewrites the agent's payloads for the new schema.
+	Migration MigrationPlan `json:"migration"`
+}
+
+// SurfaceKey is how a change's path appears in the seed's changed_fields
+// and used_fields. Input paths are bare, as agents send them ("user_id");
+// output paths carry "output:" ("output:results[].id"); tool fields carry
+// "tool:" ("tool:description"). A schema root is "$" ("output:$"). The
+// prefixes keep an input and an output field of the same name apart.
+func SurfaceKey(side ChangeSide, path string) string {
+	if path == "" && side != SideTool {
+		path = "$"
+	}
+	switch side {
+	case SideOutput:
+		return "output:" + path
+	case SideTool:
+		return "tool:" + path
+	}
+	return path
+}
+
+// EvaluateDrift diffs old (the baseline) against new for an agent with the
+// given used surface, decides with the seed's gate, and plans the
+// migration. The agent is affected by
+//   - any change on a path it sends or reads, or below one;
+//   - a breaking change on a parent of such a path (its type, say);
+//   - a change to an input field it omits but relies on, in an object it
+//     sends (the root always): a default that changed or was removed, a
+//     field that became required;
+//   - a breaking or security-relevant change of the tool's own fields (its
+//     name, description, annotations: every caller's model reads them).
+func EvaluateDrift(old, new ToolDefinition, surface UsedSurface) (DriftReport, error) {
+	oldFP, err := Fingerprint(old)
+	if err != nil {
+		return DriftReport{}, fmt.Errorf("old tool: %w", err)
+	}
+	newFP, err := Fingerprint(new)
+	if err != nil {
+		return DriftReport{}, fmt.Errorf("new tool: %w", err)
+	}
+	recs, loops, err := diffToolRecords(old, new)
+	if err != nil {
+		return DriftReport{}, err
+	}
+	for _, p := range append(append([]string{}, surface.Input...), surface.Output...) {
+		if _, err := parseSchemaPath(p); err != nil {
+			return DriftReport{}, fmt.Errorf("used surface: %w", err)
+		}
+	}
+
+	surface = UsedSurface{Input: unrollSurface(surface.Input, SideInput, loops), Output: unrollSurface(surface.Output, SideOutput, loops)}
+	inUse := newSurfaceIndex(surface.Input)
+	outUse := newSurfaceIndex(surface.Output)
+	changed := make([]string, 0, len(recs))
+	used := map[string]bool{}
+	for _, p := range surface.Input {
+		used[SurfaceKey(SideInput, p)] = true
+	}
+	for _, p := range surface.Output {
+		used[SurfaceKey(SideOutput, p)] = true
+	}
+	for _, r := range recs {
+		key := SurfaceKey(r.Side, r.Path)
+		changed = append(changed, key)
+		var affects bool
+		switch r.Side {
+		case SideTool:
+			affects = r.Breaking || r.Security
+		case SideOutput:
+			affects = outUse.affectedBy(r)
+		case SideInput:
+			affects = inUse.affectedBy(r) || reliesOn(r, inUse)
+		}
+		if affects {
+			used[key] = true
+		}
+	}
+	usedList := make([]string, 0, len(used))
+	for k := range used {
+		usedList = append(usedList, k)
+	}
+	usedList = sortedSet(usedList)
+	changed = sortedSet(changed)
+	var affected []string
+	for _, k := range changed {
+		if used[k] {
+			affected = append(affected, k)
+		}
+	}
+	if affected == nil {
+		affected = []string{}
+	}
+	toolID := new.Name
+	if toolID == "" {
+		toolID = old.Name
+	}
+	manifest := EvaluateSchema(
+		ToolSchema{ToolID: toolID, Version: new.Version, SchemaFingerprint: newFP, UsedFields: usedList},
+		&SchemaBaseline{BaselineFingerprint: oldFP, BaselineUsedFields: usedList, ChangedFields: changed},
+	)
+	changes := make([]Change, len(recs))
+	for i, r := range recs {
+		changes[i] = r.Change
+	}
+	return DriftReport{
+		ToolID:         toolID,
+		OldFingerprint: oldFP,
+		NewFingerprint: newFP,
+		Changes:        changes,
+		ChangedFields:  changed,
+		UsedFields:     usedList,
+		Affected:       affected,
+		Manifest:       manifest,
+		Migration:      planMigration(recs, loops),
+	}, nil
+}
+
+// unrollSurface maps paths that go round a recursive schema to the path of
+// its first occurrence, where the diff reports changes: with filter
+// repeating at filter.and[], filter.and[].and[].op is filter.op.
+func unrollSurface(paths []string, side ChangeSide, loops []schemaLoop) []string {
+	out := make([]string, 0, len(paths))
+	for _, p := range paths {
+		for changed := true; changed; {
+			changed = false
+			for _, l := range loops {
+				if l.side != side || l.oldRepeat == l.oldEntry || !pathWithin(p, l.oldRepeat) {
+					continue
+				}
+				rest := p[len(l.oldRepeat):]
+				if l.oldEntry == "" {
+					rest = strings.TrimPrefix(rest, ".")
+				}
+				p, changed = l.oldEntry+rest, true
+			}
+		}
+		out = append(out, p)
+	}
+	return sortedSet(out)
+}
+
+// surfaceIndex answers "does the agent use this path?" for one side.
+type surfaceIndex struct {
+	given   map[string]bool // paths as given: each covers what is below it
+	touched map[string]bool // given paths and their parents
+}
+
+func newSurfaceIndex(paths []string) surfaceIndex {
+	s := surfaceIndex{given: map[string]bool{}, touched: map[string]bool{}}
+	for _, p := range paths {
+		s.given[p] = true
+		for q := p; ; {
+			s.touched[q] = true
+			parent, ok := parentPath(q)
+			if !ok {
+				break
+			}
+			q = parent
+		}
+	}
+	return s
+}
+
+// covers reports whether path is a given path or below one.
+func (s surfaceIndex) covers(path string) bool {
+	for q := path; ; {
+		if s.given[q] {
+			return true
+		}
+		parent, ok := parentPath(q)
+		if !ok {
+			return false
+		}
+		q = parent
+	}
+}
+
+// affectedBy reports whether a change touches what the agent uses: any
+// change on or below a used path, and a breaking change on a parent of one
+// (a parent's type, say; not a reworded description).
+func (s surfaceIndex) affectedBy(r diffRecord) bool {
+	return s.covers(r.Path) || (s.touched[r.Path] && r.Breaking)
+}
+
+// parentPath strips the last name or [] of a path; ok is false at the root.
+func parentPath(p string) (string, bool) {
+	if p == "" {
+		return "", false
+	}
+	if strings.HasSuffix(p, "[]") {
+		// "[]" steps into items unless its '[' is escaped (an odd number
+		// of backslashes before it).
+		bs := 0
+		for j := len(p) - 3; j >= 0 && p[j] == '\\'; j-- {
+			bs++
+		}
+		if bs%2 == 0 {
+			return p[:len(p)-2], true
+		}
+	}
+	parent, _ := splitLastPathSegment(p)
+	return parent, true
+}
+
+// reliesOn reports whether an agent that omits an input field (its parent
+// object being sent) depends on the change: the default it got changed or
+// went away, or the field became required.
+func reliesOn(r diffRecord, in surfaceIndex) bool {
+	parent, ok := parentPath(r.Path)
+	if !ok || strings.HasSuffix(r.Path, "[]") {
+		return false
+	}
+	if parent != "" && !in.touched[parent] && !in.covers(parent) {
+		return false // the agent does not send the object the field is in
+	}
+	switch r.Kind {
+	case DefaultChanged:
+		return true
+	case FieldRemoved:
+		return r.oldNode.HasDefault
+	case RequiredChanged, FieldAdded:
+		return r.required
+	}
+	return false
+}
+
+// SurfaceFromArguments derives the used input surface from an arguments
+// object an agent sent: the paths of its leaves (scalars, empty objects and
+// arrays), "[]" for array items, sorted. Only names, never values.
+func SurfaceFromArguments(args any) []string {
+	set := map[string]bool{}
+	collectSurface(args, "", set)
+	delete(set, "")
+	out := make([]string, 0, len(set))
+	for k := range set {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func collectSurface(v any, path string, into map[string]bool) {
+	switch x := v.(type) {
+	case map[string]any:
+		if len(x) == 0 {
+			into[path] = true
+		}
+		for k, e := range x {
+			collectSurface(e, JoinSchemaPath(path, k), into)
+		}
+	case []any:
+		if len(x) == 0 {
+			into[path] = true
+		}
+		for _, e := range x {
+			collectSurface(e, ItemsPath(path), into)
+		}
+	default:
+		into[path] = true
+	}
+}
+
+// ArgumentTypes maps each path of an arguments object (as
+// SurfaceFromArguments writes them, containers included) to the JSON types
+// seen there: integer for whole numbers, number for others. Only names and
+// types, never values: an agent's arguments can hold personal data. It lets
+// a caller see that an agent sends a string where a schema now wants an
+// integer (the seed's type coercion ambiguity).
+func ArgumentTypes(args any) map[string]TypeSet {
+	out := map[string]TypeSet{}
+	collectTypes(args, "", out)
+	delete(out, "")
+	return out
+}
+
+func collectTypes(v any, path string, into map[string]TypeSet) {
+	switch x := v.(type) {
+	case map[string]any:
+		into[path] |= TypeObject
+		for k, e := range x {
+			collectTypes(e, JoinSchemaPath(path, k), into)
+		}
+	case []any:
+		into[path] |= TypeArray
+		for _, e := range x {
+			collectTypes(e, ItemsPath(path), into)
+		}
+	case nil:
+		into[path] |= TypeNull
+	case bool:
+		into[path] |= TypeBoolean
+	case string:
+		into[path] |= TypeString
+	case json.Number:
+		if isJSONInteger(string(x)) {
+			into[path] |= TypeInteger
+		} else if f, err := x.Float64(); err == nil && f == math.Trunc(f) && !math.IsInf(f, 0) {
+			into[path] |= TypeInteger
+		} else {
+			into[path] |= TypeNumber
+		}
+	case float64:
+		if x == math.Trunc(x) && !math.IsInf(x, 0) {
+			into[path] |= TypeInteger
+		} else {
+			into[path] |= TypeNumber
+		}
+	}
+}
