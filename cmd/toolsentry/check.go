@@ -36,10 +36,10 @@ func init() {
 		evaluate: evaluateSchemaCase,
 	})
 	register(&command{
-		name:    "check",
-		summary: "evaluate guard cases offline: JSON Lines in, one verdict line per case out",
-		usage:   checkUsage(),
-		run:     runCheck,
+		name:      "check",
+		summary:   "evaluate guard cases offline: JSON Lines in, one verdict line per case out",
+		usageFunc: checkUsage,
+		run:       runCheck,
 	})
 }
 

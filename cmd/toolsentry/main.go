@@ -35,7 +35,17 @@ type command struct {
 	name    string
 	summary string // one line for `toolsentry help`
 	usage   string // the full help text of `toolsentry NAME --help`
-	run     func(ctx context.Context, args []string, io stdio) error
+	// usageFunc, when set, writes the help text at the time it is asked
+	// for (for help that lists what other files register).
+	usageFunc func() string
+	run       func(ctx context.Context, args []string, io stdio) error
+}
+
+func (c *command) help() string {
+	if c.usageFunc != nil {
+		return c.usageFunc()
+	}
+	return c.usage
 }
 
 var commands = map[string]*command{}
@@ -87,7 +97,7 @@ func run(ctx context.Context, args []string, io stdio) error {
 	case "help", "-h", "-help", "--help":
 		if len(args) > 1 {
 			if c, ok := commands[args[1]]; ok {
-				fmt.Fprint(io.out, c.usage)
+				fmt.Fprint(io.out, c.help())
 				return nil
 			}
 		}
@@ -103,7 +113,7 @@ func run(ctx context.Context, args []string, io stdio) error {
 			break
 		}
 		if a == "-h" || a == "-help" || a == "--help" {
-			fmt.Fprint(io.out, c.usage)
+			fmt.Fprint(io.out, c.help())
 			return nil
 		}
 	}

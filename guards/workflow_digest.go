@@ -1,0 +1,166 @@
+package guards
+
+// The digests of workflow verdicts that the seed has no form for. Like the
+// seed's, they are sha256 over Python's json.dumps(obj, sort_keys=True), so
+// an auditor recomputes them with the standard library of either language.
+// The structure is written canonically:
+//
+//	"<tool id>"
+//	{"chain": [S, ...]}
+//	{"parallel": {"mode": "all"|"any", "of": [S, ...]}}
+//	{"k_of_n": {"k": <int>, "of": [S, ...]}}
+//	{"conditional": [{"p": <float>, "then": S}, ...]}
+//
+// with k a Python int and p a Python float (repr, so 1 is written 1.0).
+
+import (
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// structureValue is the canonical structure as a tree for pyDumpsAny.
+func structureValue(n Node) any {
+	list := func() []any {
+		out := make([]any, len(n.Of))
+		for i, c := range n.Of {
+			out[i] = structureValue(c)
+		}
+		return out
+	}
+	switch n.Kind {
+	case KindTool:
+		return n.Tool
+	case KindChain:
+		return map[string]any{"chain": list()}
+	case KindParallelAll:
+		return map[string]any{"parallel": map[string]any{"mode": "all", "of": list()}}
+	case KindParallelAny:
+		return map[string]any{"parallel": map[string]any{"mode": "any", "of": list()}}
+	case KindKOfN:
+		return map[string]any{"k_of_n": map[string]any{"k": n.K, "of": list()}}
+	default:
+		branches := make([]any, len(n.Of))
+		for i, c := range n.Of {
+			branches[i] = map[string]any{"p": n.P[i], "then": structureValue(c)}
+		}
+		return map[string]any{"conditional": branches}
+	}
+}
+
+// incompatibilityValue is an incompatible edge as a tree for pyDumpsAny.
+func incompatibilityValue(e EdgeIncompatibility) any {
+	from := make([]any, len(e.From))
+	for i, f := range e.From {
+		from[i] = f
+	}
+	fields := make([]any, len(e.Fields))
+	for i, f := range e.Fields {
+		fields[i] = map[string]any{"field": f.Field, "problem": f.Problem, "want": f.Want, "got": f.Got}
+	}
+	return map[string]any{
+		"from": from, "to": e.To, "at": e.At, "check": e.Check, "fields": fields,
+		"output_schema_hash": e.OutputSchemaHash, "expected_input_schema_hash": e.ExpectedInputSchemaHash,
+	}
+}
+
+// structureMeetsDigest is the MEETS digest of a workflow that is not a flat
+// chain: json.dumps({"composition", "structure", "composed_quality" (:.3f),
+// "requirement" (:.3f)}, sort_keys=True).
+func structureMeetsDigest(w Workflow, q float64) string {
+	return sha256Hex(pyDumpsAny(map[string]any{
+		"composition":      w.CompositionID,
+		"structure":        structureValue(w.Structure),
+		"composed_quality": PyFixed(q, 3),
+		"requirement":      PyFixed(w.WorkflowQualityRequirement, 3),
+	}))
+}
+
+// incompatibleDigest is the SEMANTIC_INCOMPATIBLE digest outside the seed's
+// domain: json.dumps({"composition", "structure", "incompatibilities": [every
+// reported incompatible edge with from, to, at, check, fields (field,
+// problem, want, got), output_schema_hash, expected_input_schema_hash],
+// "incompatible_edges": <int, all of them>}, sort_keys=True).
+func incompatibleDigest(w Workflow, report edgeReport) string {
+	edges := make([]any, len(report.found))
+	for i, e := range report.found {
+		edges[i] = incompatibilityValue(e)
+	}
+	return sha256Hex(pyDumpsAny(map[string]any{
+		"composition":        w.CompositionID,
+		"structure":          structureValue(w.Structure),
+		"incompatibilities":  edges,
+		"incompatible_edges": report.total,
+	}))
+}
+
+// pyDumpsAny is json.dumps(v, sort_keys=True) for trees of string, bool,
+// int, float64, []any and map[string]any.
+func pyDumpsAny(v any) string {
+	var b strings.Builder
+	writePyAny(&b, v)
+	return b.String()
+}
+
+func writePyAny(b *strings.Builder, v any) {
+	switch x := v.(type) {
+	case float64:
+		b.WriteString(pyFloatRepr(x))
+	case []any:
+		b.WriteByte('[')
+		for i, e := range x {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			writePyAny(b, e)
+		}
+		b.WriteByte(']')
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		b.WriteByte('{')
+		for i, k := range keys {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			writePyJSONString(b, k)
+			b.WriteString(": ")
+			writePyAny(b, x[k])
+		}
+		b.WriteByte('}')
+	default:
+		writePyValue(b, x)
+	}
+}
+
+// pyFloatRepr is a float as json.dumps writes it: repr, the shortest text
+// that reads back the same, in exponent form when the decimal exponent is
+// below -4 or at least 16, else positional with at least one fractional
+// digit; NaN and Infinity as json.dumps spells them.
+func pyFloatRepr(x float64) string {
+	switch {
+	case math.IsNaN(x):
+		return "NaN"
+	case math.IsInf(x, 1):
+		return "Infinity"
+	case math.IsInf(x, -1):
+		return "-Infinity"
+	}
+	exp := 0
+	if x != 0 {
+		e := strconv.FormatFloat(x, 'e', -1, 64)
+		exp, _ = strconv.Atoi(e[strings.IndexByte(e, 'e')+1:])
+		if exp < -4 || exp >= 16 {
+			return e
+		}
+	}
+	s := strconv.FormatFloat(x, 'f', -1, 64)
+	if !strings.ContainsRune(s, '.') {
+		s += ".0"
+	}
+	return s
+}
