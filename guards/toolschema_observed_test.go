@@ -1,0 +1,105 @@
+package guards
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestObservedInputDrift(t *testing.T) {
+	const current = `{"name": "crm.lookup", "inputSchema": {"type": "object",
+		"properties": {
+			"userId": {"type": "string", "description": "the user"},
+			"limit": {"type": "integer", "default": 10},
+			"options": {"type": "object", "properties": {"verbose": {"type": "boolean"}}},
+			"tags": {"type": "array", "items": {"type": "string"}}
+		},
+		"required": ["userId"]}}`
+	cur := mustTool(t, current)
+	tests := []struct {
+		name       string
+		fields     map[string]TypeSet
+		deviations []string
+		verdict    SchemaVerdict
+		affected   []string
+		migrated   string // the migration applied to payload
+		payload    string
+	}{
+		{
+			name:       "payload fits: no deviation",
+			fields:     map[string]TypeSet{"userId": TypeString, "limit": TypeInteger, "options": TypeObject, "options.verbose": TypeBoolean, "tags": TypeArray, "tags[]": TypeString},
+			deviations: nil,
+			verdict:    SchemaMatch,
+		},
+		{
+			name:       "the seed's silent rename: the agent still sends user_id",
+			fields:     map[string]TypeSet{"user_id": TypeString, "limit": TypeInteger},
+			deviations: []string{"user_id"},
+			verdict:    DriftOnUsedFields,
+			affected:   []string{"user_id"},
+			payload:    `{"user_id": "u-1", "limit": 5}`,
+			migrated:   `{"limit":5,"userId":"u-1"}`,
+		},
+		{
+			name:       "a type the tool no longer accepts",
+			fields:     map[string]TypeSet{"userId": TypeString, "limit": TypeString},
+			deviations: []string{"limit"},
+			verdict:    DriftOnUsedFields,
+			affected:   []string{"limit"},
+			payload:    `{"userId": "u-1", "limit": "5"}`,
+			migrated:   `{"limit":5,"userId":"u-1"}`,
+		},
+		{
+			name:       "an unknown nested field",
+			fields:     map[string]TypeSet{"userId": TypeString, "options": TypeObject, "options.verbosity": TypeInteger},
+			deviations: []string{"options.verbosity"},
+			verdict:    DriftOnUsedFields,
+			affected:   []string{"options.verbose", "options.verbosity"}, // "options" is sent: a path covers what is below it
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dev, err := InputDeviations(cur.Input, tt.fields)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.deviations, dev); diff != "" {
+				t.Fatalf("InputDeviations (-want +got):\n%s", diff)
+			}
+			obs, err := ObservedInputTool(cur, tt.fields)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var used []string
+			for p := range tt.fields {
+				used = append(used, p)
+			}
+			rep, err := EvaluateDrift(obs, cur, UsedSurface{Input: used})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Manifest.Verdict != tt.verdict {
+				t.Fatalf("verdict %s, want %s; changes %+v", rep.Manifest.Verdict, tt.verdict, rep.Changes)
+			}
+			if tt.affected != nil {
+				if diff := cmp.Diff(tt.affected, rep.Affected); diff != "" {
+					t.Errorf("affected (-want +got):\n%s", diff)
+				}
+			}
+			if tt.payload != "" {
+				in, err := decodeJSONValue([]byte(tt.payload))
+				if err != nil {
+					t.Fatal(err)
+				}
+				out, err := rep.Migration.Apply(in)
+				if err != nil {
+					t.Fatalf("migration %+v: %v", rep.Migration, err)
+				}
+				got := canonicalRaw(out)
+				if string(got) != tt.migrated {
+					t.Errorf("migrated %s, want %s", got, tt.migrated)
+				}
+			}
+		})
+	}
+}
