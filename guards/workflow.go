@@ -314,3 +314,22 @@ func walkLeaves(n Node, path string, f func(leaf Node, path string)) {
 		walkLeaves(c, childPath(path, n, i), f)
 	}
 }
+
+// ToolIDs returns the distinct tool ids the structure calls, sorted.
+func (n Node) ToolIDs() []string {
+	var ids []string
+	var walk func(Node, int)
+	walk = func(n Node, depth int) {
+		if depth > MaxWorkflowDepth {
+			return
+		}
+		if n.Kind == KindTool {
+			ids = append(ids, n.Tool)
+		}
+		for _, c := range n.Of {
+			walk(c, depth+1)
+		}
+	}
+	walk(n, 0)
+	return sortedSet(ids)
+}

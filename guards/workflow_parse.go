@@ -12,12 +12,13 @@ import (
 
 // wireWorkflow is Workflow as it arrives: the structure is parsed by hand,
 // with the depth and size limits, after DecodeStrict has checked the rest.
+// Tools is optional here (DecodeWorkflow); ParseWorkflow requires it.
 type wireWorkflow struct {
 	CompositionID                          string                  `json:"composition_id"`
 	WorkflowQualityRequirement             float64                 `json:"workflow_quality_requirement"`
 	IntroductionOfNondeterminismAcceptable bool                    `json:"introduction_of_nondeterminism_acceptable"`
 	Policy                                 CompositionPolicy       `json:"policy"`
-	Tools                                  map[string]WorkflowTool `json:"tools"`
+	Tools                                  map[string]WorkflowTool `json:"tools,omitempty"`
 	Structure                              json.RawMessage         `json:"structure"`
 }
 
@@ -27,6 +28,25 @@ type wireWorkflow struct {
 // ErrInvalid, or ErrUnquantified for a tool without accuracy or calls). It
 // never panics, whatever the input.
 func ParseWorkflow(raw []byte) (Workflow, error) {
+	w, err := DecodeWorkflow(raw)
+	if err != nil {
+		return Workflow{}, err
+	}
+	if w.Tools == nil {
+		return Workflow{}, fieldErr("tools", "missing")
+	}
+	if err := w.Validate(); err != nil {
+		return Workflow{}, err
+	}
+	return w, nil
+}
+
+// DecodeWorkflow decodes a workflow as strictly as ParseWorkflow but lets
+// "tools" be absent or incomplete and does not validate: a declared
+// workflow whose tools' contracts and measurements come from elsewhere (the
+// stream processor's state) is completed by the caller, and then
+// EvaluateWorkflow validates it.
+func DecodeWorkflow(raw []byte) (Workflow, error) {
 	var wire wireWorkflow
 	if err := DecodeStrict(raw, &wire); err != nil {
 		return Workflow{}, err
@@ -35,18 +55,14 @@ func ParseWorkflow(raw []byte) (Workflow, error) {
 	if err != nil {
 		return Workflow{}, err
 	}
-	w := Workflow{
+	return Workflow{
 		CompositionID:                          wire.CompositionID,
 		WorkflowQualityRequirement:             wire.WorkflowQualityRequirement,
 		IntroductionOfNondeterminismAcceptable: wire.IntroductionOfNondeterminismAcceptable,
 		Policy:                                 wire.Policy,
 		Tools:                                  wire.Tools,
 		Structure:                              structure,
-	}
-	if err := w.Validate(); err != nil {
-		return Workflow{}, err
-	}
-	return w, nil
+	}, nil
 }
 
 // parseStructure parses the NODE grammar from raw JSON, checking shape,
