@@ -1,0 +1,95 @@
+package events
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/toolsentry/toolsentry/schemas"
+)
+
+// A typical invocation: a dozen fields, small nested arguments.
+const benchData = `{"agent_id":"agent-7","tool_id":"crm.lookup","tool_version":"2.1.0","schema_fingerprint":"sha256:9f2c81d0e4",` +
+	`"arguments":{"user_id":"u-123","options":{"limit":10,"fields":["name","email"],"include_deleted":false}},` +
+	`"outcome":{"status":"ok","correct":true},"trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","span_id":"00f067aa0ba902b7","latency_ms":41.5}`
+
+var benchInvocation = structured(invAttrs, benchData)
+
+// BenchmarkDecode measures Decode of a typical invocation, CloudEvents
+// checks and JSON Schema validation included, in both content modes; and,
+// as the yardstick on a given machine, a plain encoding/json Unmarshal of
+// the same structured body into an any (no checks at all).
+func BenchmarkDecode(b *testing.B) {
+	for _, bc := range []struct {
+		name   string
+		header map[string][]string
+		body   []byte
+		decode func(header map[string][]string, body []byte) error
+	}{
+		{"mode=structured", map[string][]string{"Content-Type": {ContentTypeStructured}, "Nats-Msg-Id": {"e-1"}}, benchInvocation, decodeInvocation},
+		{"mode=binary", binHeader("ce-time", "2026-11-29T10:00:00Z", "Nats-Msg-Id", "e-1"), []byte(benchData), decodeInvocation},
+		{"baseline=encoding-json", nil, benchInvocation, func(_ map[string][]string, body []byte) error {
+			var v any
+			return json.Unmarshal(body, &v)
+		}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			if err := bc.decode(bc.header, bc.body); err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(bc.body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := bc.decode(bc.header, bc.body); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+		})
+	}
+}
+
+func decodeInvocation(header map[string][]string, body []byte) error {
+	_, err := Decode(invSubject, header, body)
+	return err
+}
+
+// BenchmarkDecodeStages splits Decode of the structured invocation into its
+// steps, to see where the time goes.
+func BenchmarkDecodeStages(b *testing.B) {
+	env, err := readEnvelope(nil, benchInvocation)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, st := range []struct {
+		name string
+		run  func()
+	}{
+		{"step=subject", func() { _, _ = ParseSubject(invSubject) }},
+		{"step=parse", func() { _, _, _ = parseJSONSummarizing(benchInvocation, structuredArguments) }},
+		{"step=attributes", func() { _, _ = env.attributes() }},
+		{"step=validate", func() { _ = schemas.Validate(schemas.ToolInvocationV1, env.data) }},
+		{"step=payload", func() { ev := Event{Kind: KindInvocation}; _, _, _ = ev.setPayload(env.data, env.args) }},
+	} {
+		b.Run(st.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				st.run()
+			}
+		})
+	}
+}
+
+// BenchmarkEncodeVerdict measures what the processor does per verdict:
+// NewSchemaVerdict, which also decodes its own output as a check.
+func BenchmarkEncodeVerdict(b *testing.B) {
+	v := schemaVerdict()
+	at := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := (Names{}).NewSchemaVerdict(v, at); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
