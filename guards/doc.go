@@ -13,3 +13,9 @@
 //	m := guards.EvaluateComposition(comp, guards.CompositionPolicy{RequireSchemaCompatibility: true})
 //	// m.Verdict, m.ComposedQuality, m.Directive, m.ManifestDigest
 package guards
+
+// Version names the decision logic that produced a verdict. Every verdict
+// carries it, so that an audit replay under newer logic reports a policy
+// change rather than suspecting tampering. Bump it whenever a guard's
+// verdicts, directives, digests or migrations change for the same input.
+const Version = "1"

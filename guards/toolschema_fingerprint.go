@@ -42,6 +42,11 @@ type ToolDefinition struct {
 	// serverInfo.version), set by the caller: identity, not schema, so it is
 	// not part of the fingerprint. The seed's SCHEMA_MATCH digest hashes it.
 	Version string
+	// ID is the tool's identity where the caller has one beside its MCP name
+	// (the stream processor's tool id, "github/list_issues" for a tool named
+	// "list_issues"): like Version, identity and not schema. EvaluateDrift
+	// names the tool by ID, else by Name, in the seed's digests.
+	ID string
 }
 
 // toolAnnotationDefaults are the MCP ToolAnnotations hints and their

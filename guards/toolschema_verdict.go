@@ -5,6 +5,7 @@ package guards
 // digests are exactly the seed's.
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -130,10 +131,7 @@ func EvaluateDrift(old, new ToolDefinition, surface UsedSurface) (DriftReport, e
 	if affected == nil {
 		affected = []string{}
 	}
-	toolID := new.Name
-	if toolID == "" {
-		toolID = old.Name
-	}
+	toolID := cmp.Or(new.ID, new.Name, old.ID, old.Name)
 	manifest := EvaluateSchema(
 		ToolSchema{ToolID: toolID, Version: new.Version, SchemaFingerprint: newFP, UsedFields: usedList},
 		&SchemaBaseline{BaselineFingerprint: oldFP, BaselineUsedFields: usedList, ChangedFields: changed},

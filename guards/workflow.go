@@ -11,7 +11,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 )
@@ -197,7 +199,7 @@ func (w Workflow) Validate() error {
 		}
 	}
 	count := 0
-	if err := w.validateNode(w.Structure, "structure", 1, &count); err != nil {
+	if err := w.validateNode(w.Structure, "structure", 1, &count, true); err != nil {
 		return err
 	}
 	var unquantified error
@@ -229,7 +231,24 @@ func (t WorkflowTool) validate() error {
 	return nil
 }
 
-func (w Workflow) validateNode(n Node, path string, depth int, count *int) error {
+// ValidateShape is Validate for a declared workflow whose tool entries are
+// still to be completed from elsewhere: the requirement, the entries that
+// are given, and the structure (kinds, k, probabilities, depth, size), but
+// not that every tool has an entry and a quantity.
+func (w Workflow) ValidateShape() error {
+	if err := checkUnit("workflow_quality_requirement", w.WorkflowQualityRequirement); err != nil {
+		return err
+	}
+	for _, id := range slices.Sorted(maps.Keys(w.Tools)) {
+		if err := w.Tools[id].validate(); err != nil {
+			return fmt.Errorf("tools.%s: %w", id, err)
+		}
+	}
+	count := 0
+	return w.validateNode(w.Structure, "structure", 1, &count, false)
+}
+
+func (w Workflow) validateNode(n Node, path string, depth int, count *int, entries bool) error {
 	if depth > MaxWorkflowDepth {
 		return fieldErr(path, "nesting deeper than %d", MaxWorkflowDepth)
 	}
@@ -241,7 +260,7 @@ func (w Workflow) validateNode(n Node, path string, depth int, count *int) error
 		if len(n.Of) != 0 || len(n.P) != 0 || n.K != 0 {
 			return fieldErr(path, "a tool node has no branches, k or p")
 		}
-		if _, ok := w.Tools[n.Tool]; !ok {
+		if _, ok := w.Tools[n.Tool]; entries && !ok {
 			return fieldErr(path, "tool %s has no entry in tools", strconv.Quote(n.Tool))
 		}
 		return nil
@@ -279,7 +298,7 @@ func (w Workflow) validateNode(n Node, path string, depth int, count *int) error
 		}
 	}
 	for i, c := range n.Of {
-		if err := w.validateNode(c, childPath(path, n, i), depth+1, count); err != nil {
+		if err := w.validateNode(c, childPath(path, n, i), depth+1, count, entries); err != nil {
 			return err
 		}
 	}

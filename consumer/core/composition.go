@@ -1,0 +1,207 @@
+package core
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/toolsentry/toolsentry/events"
+	"github.com/toolsentry/toolsentry/guards"
+)
+
+// applyContract stores a tool's declared quality contract and evaluates
+// every workflow that uses the tool, publishing a verdict for each whose
+// verdict or composed quality changed.
+func (c *Core) applyContract(st State, in Input) (Effects, error) {
+	k := in.Event.Contract
+	var eff Effects
+	ov := newOverlay(st)
+	q := &QualityRecord{ToolID: k.ToolID}
+	if prev, ok := st.Quality(k.ToolID); ok {
+		if prev.LastSeq >= in.Seq {
+			return eff, nil // applied before this redelivery
+		}
+		q = cloneQuality(prev)
+	}
+	q.Contract = &Contract{
+		Accuracy:                k.Accuracy,
+		Determinism:             k.Determinism,
+		OutputSchemaHash:        k.OutputSchemaHash,
+		ExpectedInputSchemaHash: k.ExpectedInputSchemaHash,
+		EventID:                 in.Event.ID,
+		Seq:                     in.Seq,
+	}
+	q.LastSeq = in.Seq
+	ov.write(&eff, Write{Bucket: Quality, IDs: []string{k.ToolID}, Record: q})
+	return eff, c.reevaluate(ov, in, k.ToolID, &eff)
+}
+
+// applyWorkflow stores a declared workflow and publishes its verdict. A
+// workflow that is malformed or meaningless is bad input; one whose tools
+// have no contract or measurement yet is stored, and evaluated when they
+// arrive.
+func (c *Core) applyWorkflow(st State, in Input) (Effects, error) {
+	decl := in.Event.Workflow
+	var eff Effects
+	if prev, ok := st.Workflow(decl.CompositionID); ok && prev.DeclaredSeq >= in.Seq {
+		return eff, nil
+	}
+	w, err := guards.DecodeWorkflow(decl.Raw)
+	if err != nil {
+		return Effects{}, err
+	}
+	if err := w.ValidateShape(); err != nil {
+		return Effects{}, err
+	}
+	if w.CompositionID != decl.CompositionID {
+		return Effects{}, fmt.Errorf("%w: composition_id %q differs from the event's key %q", guards.ErrInvalid, w.CompositionID, decl.CompositionID)
+	}
+	rec := &WorkflowRecord{
+		CompositionID: decl.CompositionID,
+		Workflow:      decl.Raw,
+		Tools:         w.Structure.ToolIDs(),
+		DeclaredSeq:   in.Seq,
+	}
+	if prev, ok := st.Workflow(decl.CompositionID); ok && prev.Last != nil {
+		last := *prev.Last
+		rec.Last = &last
+	}
+	m, pending, err := c.evaluate(st, w)
+	switch {
+	case errors.Is(err, guards.ErrInvalid):
+		return Effects{}, err // the declaration itself is wrong
+	case err != nil:
+		return Effects{}, err
+	case pending != "":
+		rec.Pending = pending
+	default:
+		// A declaration always gets its verdict: it is the receipt.
+		if err := c.compositionVerdict(&eff, in, decl.CompositionID, m); err != nil {
+			return Effects{}, err
+		}
+		rec.Last = lastVerdict(m, in)
+	}
+	eff.Writes = append(eff.Writes, Write{Bucket: Workflows, IDs: []string{decl.CompositionID}, Record: rec})
+	return eff, nil
+}
+
+// reevaluate evaluates the workflows that use toolID against the state
+// (with this input's writes) and publishes the verdicts that changed.
+func (c *Core) reevaluate(ov *overlay, in Input, toolID string, eff *Effects) error {
+	for _, rec := range ov.WorkflowsUsing(toolID) {
+		w, err := guards.DecodeWorkflow(rec.Workflow)
+		if err != nil {
+			continue // stored only after it decoded: a newer guard may refuse it; its declaration said so
+		}
+		m, pending, err := c.evaluate(ov, w)
+		if err != nil {
+			pending = err.Error() // the state, not this input, makes it unevaluable
+		}
+		next := cloneWorkflow(rec)
+		if pending != "" {
+			if rec.Pending == pending {
+				continue
+			}
+			next.Pending = pending
+			ov.write(eff, Write{Bucket: Workflows, IDs: []string{rec.CompositionID}, Record: next})
+			continue
+		}
+		if rec.Last != nil && rec.Pending == "" && rec.Last.Verdict == m.Verdict &&
+			rec.Last.ManifestDigest == m.ManifestDigest &&
+			guards.PyFixed(rec.Last.ComposedQuality, 3) == guards.PyFixed(m.ComposedQuality, 3) {
+			continue // nothing a subscriber would act on changed
+		}
+		if err := c.compositionVerdict(eff, in, rec.CompositionID, m); err != nil {
+			return err
+		}
+		next.Pending, next.Last = "", lastVerdict(m, in)
+		ov.write(eff, Write{Bucket: Workflows, IDs: []string{rec.CompositionID}, Record: next})
+	}
+	return nil
+}
+
+func lastVerdict(m guards.WorkflowManifest, in Input) *LastVerdict {
+	return &LastVerdict{Verdict: m.Verdict, ComposedQuality: m.ComposedQuality, ManifestDigest: m.ManifestDigest, EventID: in.Event.ID}
+}
+
+// evaluate completes a workflow's tool entries from state and evaluates it.
+// pending is set, with a nil error, when a tool has neither a declared entry
+// nor a contract in state, or has no accuracy and no outcomes yet.
+func (c *Core) evaluate(st State, w guards.Workflow) (guards.WorkflowManifest, string, error) {
+	tools := make(map[string]guards.WorkflowTool, len(w.Tools))
+	for id, t := range w.Tools {
+		tools[id] = t
+	}
+	for _, id := range w.Structure.ToolIDs() {
+		t, declared := tools[id]
+		q, measured := st.Quality(id)
+		if !declared {
+			if !measured || q.Contract == nil {
+				return guards.WorkflowManifest{}, fmt.Sprintf("tool %q has no quality contract yet", id), nil
+			}
+			acc := q.Contract.Accuracy
+			t = guards.WorkflowTool{
+				Accuracy:                &acc,
+				Determinism:             q.Contract.Determinism,
+				OutputSchemaHash:        q.Contract.OutputSchemaHash,
+				ExpectedInputSchemaHash: q.Contract.ExpectedInputSchemaHash,
+			}
+			if t.OutputSchemaHash == "" && t.ExpectedInputSchemaHash == "" {
+				t.InputSchema, t.OutputSchema = c.observedSchemas(st, id)
+			}
+		}
+		if t.Observed == nil && measured && q.Calls > 0 {
+			t.Observed = &guards.Observed{Calls: q.Calls, Successes: q.Successes}
+		}
+		tools[id] = t
+	}
+	w.Tools = tools
+	m, err := guards.EvaluateWorkflow(w)
+	if errors.Is(err, guards.ErrUnquantified) {
+		return guards.WorkflowManifest{}, err.Error(), nil
+	}
+	return m, "", err
+}
+
+// observedSchemas are the input and output schemas of the tool's current
+// observed version, for stage compatibility where no contract names hashes.
+func (c *Core) observedSchemas(st State, toolID string) (in, out json.RawMessage) {
+	rec, ok := st.Baseline(toolID)
+	if !ok {
+		return nil, nil
+	}
+	var tool struct {
+		InputSchema  json.RawMessage `json:"inputSchema"`
+		OutputSchema json.RawMessage `json:"outputSchema"`
+	}
+	if json.Unmarshal(rec.Current.Tool, &tool) != nil {
+		return nil, nil
+	}
+	return tool.InputSchema, tool.OutputSchema
+}
+
+func (c *Core) compositionVerdict(eff *Effects, in Input, compositionID string, m guards.WorkflowManifest) error {
+	failureModes := m.FailureModes
+	if failureModes == nil {
+		failureModes = []guards.FailureMode{}
+	}
+	cv := events.CompositionVerdict{
+		Verdict:              m.Verdict,
+		Directive:            m.Directive,
+		ManifestDigest:       m.ManifestDigest,
+		CompositionID:        compositionID,
+		ComposedQuality:      m.ComposedQuality,
+		ComposedQualityLower: m.ComposedQualityLower,
+		ComposedQualityUpper: m.ComposedQualityUpper,
+		Confidence:           m.Confidence,
+		FailureModes:         rawJSON(failureModes),
+		GuardVersion:         guards.Version,
+	}
+	cv.InputEventID, cv.InputSubject, cv.InputSequence = verdictInput(in)
+	msg, err := c.opts.Names.NewCompositionVerdict(cv, in.Event.Time)
+	if err != nil {
+		return fmt.Errorf("encoding verdict: %w", err)
+	}
+	eff.Verdicts = append(eff.Verdicts, msg)
+	return nil
+}

@@ -1,0 +1,179 @@
+package core
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/toolsentry/toolsentry/events"
+	"github.com/toolsentry/toolsentry/guards"
+)
+
+// State is what the core reads. Records it returns are the store's: the
+// core never modifies them, it writes changed copies through Effects. All
+// lists are sorted (by agent, by composition) so that the core's output
+// does not depend on map order.
+type State interface {
+	Baseline(toolID string) (*BaselineRecord, bool)
+	Usage(toolID, agentID string) (*UsageRecord, bool)
+	// UsageOfTool returns every agent's usage of the tool, by agent id.
+	UsageOfTool(toolID string) []*UsageRecord
+	Quality(toolID string) (*QualityRecord, bool)
+	Workflow(compositionID string) (*WorkflowRecord, bool)
+	// WorkflowsUsing returns the workflows whose structure calls the tool,
+	// by composition id.
+	WorkflowsUsing(toolID string) []*WorkflowRecord
+}
+
+// Input is one telemetry event as the stream delivered it.
+type Input struct {
+	Event   events.Event
+	Subject string
+	Seq     uint64 // stream sequence: what makes a redelivery recognisable
+}
+
+// Write is one state change: the record to store under its ids.
+type Write struct {
+	Bucket Bucket
+	IDs    []string // the record's ids: [tool], [tool, agent] or [composition]
+	Record any      // *BaselineRecord, *UsageRecord, *QualityRecord or *WorkflowRecord
+}
+
+// Effects are what applying one input does: verdicts to publish, then
+// state to write. A shell publishes the verdicts first and writes the
+// state after their acknowledgement, so that a crash in between repeats
+// the same verdicts (same ids: the stream drops them) rather than losing
+// them.
+type Effects struct {
+	Verdicts []events.Message
+	Writes   []Write
+}
+
+// Options tune the core. Zero fields take defaults.
+type Options struct {
+	// Names are the subjects and buckets (default: prefix toolsentry).
+	Names events.Names
+	// QualityEvery re-evaluates the workflows that use a tool after this
+	// many counted outcomes of the tool (default 100), so measured quality
+	// reaches composition verdicts without evaluating them on every call.
+	QualityEvery int64
+}
+
+// Core applies telemetry to state. It is deterministic: the same state and
+// input give the same effects. It is safe for concurrent use by inputs of
+// different keys; its only memory is a cache of parsed tool definitions,
+// keyed by content.
+type Core struct {
+	opts Options
+
+	mu   sync.Mutex
+	defs map[string]guards.ToolDefinition // by version and raw tool JSON
+}
+
+// New returns a core with the options' defaults filled in.
+func New(opts Options) *Core {
+	if opts.QualityEvery <= 0 {
+		opts.QualityEvery = 100
+	}
+	return &Core{opts: opts, defs: map[string]guards.ToolDefinition{}}
+}
+
+// ErrUnsupported is returned for an input the core does not consume (a
+// verdict published on a telemetry subject, say): bad input, never retried.
+var ErrUnsupported = errors.New("not a telemetry event")
+
+// Apply decides what one input does. An error wrapping events' or guards'
+// sentinel errors is bad input (dead-letter it); the core has no transient
+// errors of its own.
+func (c *Core) Apply(st State, in Input) (Effects, error) {
+	ev := in.Event
+	switch {
+	case ev.SchemaObserved != nil:
+		return c.applySchema(st, in)
+	case ev.Invocation != nil:
+		return c.applyInvocation(st, in)
+	case ev.Contract != nil:
+		return c.applyContract(st, in)
+	case ev.Workflow != nil:
+		return c.applyWorkflow(st, in)
+	}
+	return Effects{}, fmt.Errorf("%w: %s", ErrUnsupported, ev.Type)
+}
+
+// definition parses (and caches) a tool version's MCP Tool object.
+func (c *Core) definition(v ToolVersion) (guards.ToolDefinition, error) {
+	cacheKey := v.Version + "\x00" + string(v.Tool)
+	c.mu.Lock()
+	def, ok := c.defs[cacheKey]
+	c.mu.Unlock()
+	if ok {
+		return def, nil
+	}
+	defs, err := guards.ParseToolDocument(v.Tool)
+	if err != nil {
+		return guards.ToolDefinition{}, err
+	}
+	if len(defs) != 1 {
+		return guards.ToolDefinition{}, fmt.Errorf("%w: a tool version holds %d tools", guards.ErrInvalid, len(defs))
+	}
+	def = defs[0]
+	def.Version = v.Version
+	c.mu.Lock()
+	if len(c.defs) > 4096 { // a bound, not an LRU: parsing again is only slower
+		clear(c.defs)
+	}
+	c.defs[cacheKey] = def
+	c.mu.Unlock()
+	return def, nil
+}
+
+// meta is what every verdict records of its input.
+func verdictInput(in Input) (eventID, subject string, seq uint64) {
+	return in.Event.ID, in.Subject, in.Seq
+}
+
+func rawJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("core: marshalling %T: %v", v, err)) // our own types always marshal
+	}
+	return b
+}
+
+func cloneBaseline(r *BaselineRecord) *BaselineRecord {
+	c := *r
+	c.Known = slices.Clone(r.Known)
+	return &c
+}
+
+func cloneUsage(r *UsageRecord) *UsageRecord {
+	c := *r
+	c.Input = make(map[string][]string, len(r.Input))
+	for k, v := range r.Input {
+		c.Input[k] = slices.Clone(v)
+	}
+	c.Output = slices.Clone(r.Output)
+	c.Notified = slices.Clone(r.Notified)
+	return &c
+}
+
+func cloneQuality(r *QualityRecord) *QualityRecord {
+	c := *r
+	if r.Contract != nil {
+		k := *r.Contract
+		c.Contract = &k
+	}
+	return &c
+}
+
+func cloneWorkflow(r *WorkflowRecord) *WorkflowRecord {
+	c := *r
+	c.Tools = slices.Clone(r.Tools)
+	if r.Last != nil {
+		l := *r.Last
+		c.Last = &l
+	}
+	return &c
+}

@@ -1,0 +1,206 @@
+package core
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/toolsentry/toolsentry/events"
+	"github.com/toolsentry/toolsentry/guards"
+)
+
+// applyInvocation handles one tool call.
+//
+//   - The agent's used surface grows by the paths (and types) it sent and
+//     the output paths it read; the usage record is written only when it
+//     grows or when the agent is told of a drift.
+//   - An agent integrated against another fingerprint than the tool's
+//     current one, or sending fields the current schema lacks (the seed's
+//     silent rename) or types it does not accept, gets DRIFT_ON_USED_FIELDS
+//     with the migration of its payload, once per (agent, tool, fingerprint
+//     pair), not per call.
+//   - An outcome counts towards the tool's measured quality; every
+//     QualityEvery outcomes, the workflows that use the tool are evaluated
+//     again and a changed verdict is published.
+func (c *Core) applyInvocation(st State, in Input) (Effects, error) {
+	inv := in.Event.Invocation
+	var eff Effects
+	ov := newOverlay(st)
+
+	u := &UsageRecord{ToolID: inv.ToolID, AgentID: inv.AgentID, Input: map[string][]string{}}
+	if prev, ok := st.Usage(inv.ToolID, inv.AgentID); ok {
+		u = cloneUsage(prev)
+	}
+	grew := u.grow(inv)
+	dirty := grew
+
+	if rec, ok := st.Baseline(inv.ToolID); ok {
+		notified, err := c.checkAgentDrift(in, rec, u, grew, &eff)
+		if err != nil {
+			return Effects{}, err
+		}
+		dirty = dirty || notified
+	}
+	if dirty {
+		ov.write(&eff, Write{Bucket: Usage, IDs: []string{u.ToolID, u.AgentID}, Record: u})
+	}
+
+	if inv.Outcome != nil {
+		q := &QualityRecord{ToolID: inv.ToolID}
+		if prev, ok := st.Quality(inv.ToolID); ok {
+			q = cloneQuality(prev)
+		}
+		if q.LastSeq < in.Seq {
+			q.Calls++
+			if succeeded(inv.Outcome) {
+				q.Successes++
+			}
+			q.LastSeq = in.Seq
+			ov.write(&eff, Write{Bucket: Quality, IDs: []string{inv.ToolID}, Record: q})
+			if q.Calls%c.opts.QualityEvery == 0 {
+				if err := c.reevaluate(ov, in, inv.ToolID, &eff); err != nil {
+					return Effects{}, err
+				}
+			}
+		}
+	}
+	return eff, nil
+}
+
+// succeeded is the agent's judgement when it gave one, else the status.
+func succeeded(o *events.Outcome) bool {
+	if o.Correct != nil {
+		return *o.Correct
+	}
+	return o.Status == "ok"
+}
+
+// grow adds what the invocation shows of the agent's surface and reports
+// whether anything was new.
+func (u *UsageRecord) grow(inv *events.Invocation) bool {
+	grew := false
+	add := func(path string, t guards.TypeSet) {
+		names, seen := u.Input[path]
+		merged := names
+		for _, n := range t.Names() {
+			if !slices.Contains(merged, n) {
+				merged = append(merged, n)
+			}
+		}
+		if !seen || len(merged) != len(names) {
+			slices.Sort(merged)
+			if merged == nil {
+				merged = []string{}
+			}
+			u.Input[path] = merged
+			grew = true
+		}
+	}
+	for p, t := range inv.ArgumentTypes {
+		add(p, t)
+	}
+	for _, p := range inv.UsedFields {
+		add(p, 0)
+	}
+	for _, p := range inv.OutputFieldsRead {
+		if !slices.Contains(u.Output, p) {
+			u.Output = append(u.Output, p)
+			grew = true
+		}
+	}
+	slices.Sort(u.Output)
+	return grew
+}
+
+// checkAgentDrift compares what the agent does with the tool's current
+// version and adds a DRIFT_ON_USED_FIELDS verdict for a fingerprint pair
+// the agent was not told of yet; grew says the surface just grew. It
+// reports whether u changed.
+func (c *Core) checkAgentDrift(in Input, rec *BaselineRecord, u *UsageRecord, grew bool, eff *Effects) (bool, error) {
+	inv := in.Event.Invocation
+	cur := rec.Current
+	curDef, err := c.definition(cur)
+	if err != nil {
+		return false, fmt.Errorf("current version of %q: %w", rec.ToolID, err)
+	}
+	curDef.ID = rec.ToolID
+	changed := false
+
+	tell := func(oldFP string, oldDef guards.ToolDefinition) error {
+		pair := oldFP + ">" + cur.Fingerprint
+		if u.notified(pair) {
+			return nil
+		}
+		rep, err := guards.EvaluateDrift(oldDef, curDef, u.Surface())
+		if err != nil {
+			return err
+		}
+		u.notify(pair) // judged once per pair, whatever the verdict
+		changed = true
+		if rep.Manifest.Verdict != guards.DriftOnUsedFields {
+			return nil
+		}
+		sv := events.SchemaVerdict{
+			Verdict:             rep.Manifest.Verdict,
+			Directive:           rep.Manifest.Directive,
+			ManifestDigest:      rep.Manifest.ManifestDigest,
+			ToolID:              rec.ToolID,
+			AgentID:             u.AgentID,
+			Version:             cur.Version,
+			BaselineFingerprint: oldFP,
+			CurrentFingerprint:  cur.Fingerprint,
+			Changes:             rawJSON(rep.Changes),
+			Affected:            rawJSON(rep.Affected),
+			Migration:           rawJSON(rep.Migration),
+			GuardVersion:        guards.Version,
+		}
+		sv.InputEventID, sv.InputSubject, sv.InputSequence = verdictInput(in)
+		return c.verdict(eff, in, sv)
+	}
+
+	// The agent says which version it integrated against. When that
+	// version is known, its diff is the one to report, and the check of
+	// undeclared fields below does not report the same drift again.
+	toldByFingerprint := false
+	if fp := inv.SchemaFingerprint; fp != "" && fp != cur.Fingerprint {
+		if old, ok := rec.known(fp); ok {
+			oldDef, err := c.definition(old)
+			if err != nil {
+				return false, err
+			}
+			oldDef.ID = rec.ToolID
+			if err := tell(fp, oldDef); err != nil {
+				return false, err
+			}
+			toldByFingerprint = true
+		}
+	}
+
+	// What the agent sends, against what the tool declares now. The answer
+	// changes only when the surface grows or the tool changes.
+	if u.CheckedAgainst == cur.Fingerprint && !grew {
+		return changed, nil
+	}
+	types := u.InputTypes()
+	deviations, err := guards.InputDeviations(curDef.Input, types)
+	if err != nil {
+		return false, err
+	}
+	if len(deviations) > 0 && !toldByFingerprint {
+		observed, err := guards.ObservedInputTool(curDef, types)
+		if err != nil {
+			return false, err
+		}
+		observedFP, err := guards.Fingerprint(observed)
+		if err != nil {
+			return false, err
+		}
+		if err := tell(observedFP, observed); err != nil {
+			return false, err
+		}
+	}
+	if u.CheckedAgainst != cur.Fingerprint {
+		u.CheckedAgainst = cur.Fingerprint
+		changed = true
+	}
+	return changed, nil
+}

@@ -1,0 +1,103 @@
+package core
+
+import (
+	"slices"
+	"strings"
+)
+
+// overlay is a State with the writes of the input being applied laid over
+// it, so that a later step of the same input reads what an earlier step
+// wrote (a contract, then the workflows evaluated with it).
+type overlay struct {
+	State
+	records map[string]any // by bucket and ids
+}
+
+func newOverlay(st State) *overlay { return &overlay{State: st, records: map[string]any{}} }
+
+func overlayKey(b Bucket, ids ...string) string {
+	return string(b) + "\x00" + strings.Join(ids, "\x00")
+}
+
+// write records w in the effects, replacing an earlier write of the same
+// record, and makes it visible to reads.
+func (o *overlay) write(eff *Effects, w Write) {
+	k := overlayKey(w.Bucket, w.IDs...)
+	if _, ok := o.records[k]; ok {
+		i := slices.IndexFunc(eff.Writes, func(x Write) bool { return overlayKey(x.Bucket, x.IDs...) == k })
+		eff.Writes[i] = w
+	} else {
+		eff.Writes = append(eff.Writes, w)
+	}
+	o.records[k] = w.Record
+}
+
+func (o *overlay) Baseline(toolID string) (*BaselineRecord, bool) {
+	if r, ok := o.records[overlayKey(Baselines, toolID)]; ok {
+		return r.(*BaselineRecord), true
+	}
+	return o.State.Baseline(toolID)
+}
+
+func (o *overlay) Usage(toolID, agentID string) (*UsageRecord, bool) {
+	if r, ok := o.records[overlayKey(Usage, toolID, agentID)]; ok {
+		return r.(*UsageRecord), true
+	}
+	return o.State.Usage(toolID, agentID)
+}
+
+func (o *overlay) UsageOfTool(toolID string) []*UsageRecord {
+	list := o.State.UsageOfTool(toolID)
+	out := make([]*UsageRecord, 0, len(list))
+	seen := map[string]bool{}
+	for _, u := range list {
+		if r, ok := o.Usage(toolID, u.AgentID); ok {
+			u = r
+		}
+		seen[u.AgentID] = true
+		out = append(out, u)
+	}
+	for _, r := range o.records {
+		if u, ok := r.(*UsageRecord); ok && u.ToolID == toolID && !seen[u.AgentID] {
+			out = append(out, u)
+		}
+	}
+	slices.SortFunc(out, func(a, b *UsageRecord) int { return strings.Compare(a.AgentID, b.AgentID) })
+	return out
+}
+
+func (o *overlay) Quality(toolID string) (*QualityRecord, bool) {
+	if r, ok := o.records[overlayKey(Quality, toolID)]; ok {
+		return r.(*QualityRecord), true
+	}
+	return o.State.Quality(toolID)
+}
+
+func (o *overlay) Workflow(compositionID string) (*WorkflowRecord, bool) {
+	if r, ok := o.records[overlayKey(Workflows, compositionID)]; ok {
+		return r.(*WorkflowRecord), true
+	}
+	return o.State.Workflow(compositionID)
+}
+
+func (o *overlay) WorkflowsUsing(toolID string) []*WorkflowRecord {
+	list := o.State.WorkflowsUsing(toolID)
+	out := make([]*WorkflowRecord, 0, len(list))
+	seen := map[string]bool{}
+	for _, w := range list {
+		if r, ok := o.Workflow(w.CompositionID); ok {
+			w = r
+		}
+		seen[w.CompositionID] = true
+		if slices.Contains(w.Tools, toolID) {
+			out = append(out, w)
+		}
+	}
+	for _, r := range o.records {
+		if w, ok := r.(*WorkflowRecord); ok && !seen[w.CompositionID] && slices.Contains(w.Tools, toolID) {
+			out = append(out, w)
+		}
+	}
+	slices.SortFunc(out, func(a, b *WorkflowRecord) int { return strings.Compare(a.CompositionID, b.CompositionID) })
+	return out
+}

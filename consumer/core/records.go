@@ -1,0 +1,183 @@
+package core
+
+import (
+	"encoding/json"
+	"slices"
+	"sort"
+
+	"github.com/toolsentry/toolsentry/guards"
+)
+
+// Bucket names one of the state buckets, by role; the live store maps it to
+// the KV bucket of the configured prefix (events.Names).
+type Bucket string
+
+// The state buckets.
+const (
+	Baselines Bucket = "baselines" // key: tool
+	Usage     Bucket = "usage"     // key: tool.agent
+	Quality   Bucket = "quality"   // key: tool
+	Workflows Bucket = "workflows" // key: composition
+)
+
+// ToolVersion is one observed version of a tool: its fingerprint, nominal
+// version and MCP Tool object as it arrived (descriptions and schemas, never
+// an agent's values).
+type ToolVersion struct {
+	Fingerprint string          `json:"fingerprint"`
+	Version     string          `json:"version"`
+	Tool        json.RawMessage `json:"tool"`
+	Seq         uint64          `json:"seq"`      // stream sequence of the observation
+	EventID     string          `json:"event_id"` // CloudEvent id of the observation
+}
+
+// maxKnownVersions bounds how many past versions of a tool a baseline
+// record keeps for agents that integrated against one of them.
+const maxKnownVersions = 8
+
+// BaselineRecord is a tool's schema state (bucket baselines, key: tool).
+type BaselineRecord struct {
+	ToolID string `json:"tool_id"`
+	// Baseline is the version agents are judged against.
+	Baseline ToolVersion `json:"baseline"`
+	// Current is the last version observed; equal to Baseline unless Held.
+	Current ToolVersion `json:"current"`
+	// Held is true while drift on fields agents use keeps the baseline
+	// (until `toolsentry baseline accept`).
+	Held bool `json:"held"`
+	// Known are the recent distinct versions, newest last, Baseline and
+	// Current among them.
+	Known []ToolVersion `json:"known"`
+	// LastSeq is the stream sequence of the last observation applied.
+	LastSeq uint64 `json:"last_seq"`
+}
+
+// known returns the recorded version with fingerprint fp.
+func (r *BaselineRecord) known(fp string) (ToolVersion, bool) {
+	for _, v := range r.Known {
+		if v.Fingerprint == fp {
+			return v, true
+		}
+	}
+	return ToolVersion{}, false
+}
+
+// remember adds v to Known (moving it to the end if present), keeping the
+// baseline and the newest versions.
+func (r *BaselineRecord) remember(v ToolVersion) {
+	r.Known = slices.DeleteFunc(r.Known, func(k ToolVersion) bool { return k.Fingerprint == v.Fingerprint })
+	r.Known = append(r.Known, v)
+	for len(r.Known) > maxKnownVersions {
+		i := slices.IndexFunc(r.Known, func(k ToolVersion) bool { return k.Fingerprint != r.Baseline.Fingerprint })
+		r.Known = slices.Delete(r.Known, i, i+1)
+	}
+}
+
+// Accept makes the current version the baseline (an operator's
+// `toolsentry baseline accept`).
+func (r *BaselineRecord) Accept() {
+	r.Baseline = r.Current
+	r.Held = false
+}
+
+// maxNotified bounds the fingerprint pairs a usage record remembers having
+// reported.
+const maxNotified = 32
+
+// UsageRecord is what one agent does with one tool (bucket usage, key:
+// tool.agent): the input paths it sends with the types seen, the output
+// paths it reads. It is written only when it grows.
+type UsageRecord struct {
+	ToolID  string `json:"tool_id"`
+	AgentID string `json:"agent_id"`
+	// Input maps the input paths the agent sends to the JSON types seen
+	// there (names, as guards.TypeSet.Names; empty when only the path is
+	// known).
+	Input map[string][]string `json:"input"`
+	// Output are the output paths the agent reads.
+	Output []string `json:"output,omitempty"`
+	// CheckedAgainst is the tool fingerprint the surface was last compared
+	// with for fields the tool does not declare.
+	CheckedAgainst string `json:"checked_against,omitempty"`
+	// Notified are the fingerprint pairs ("old>new") already reported to
+	// this agent, so an agent's drift is reported once, not per call.
+	Notified []string `json:"notified,omitempty"`
+}
+
+// Surface is the record's used surface for the schema diff.
+func (u *UsageRecord) Surface() guards.UsedSurface {
+	in := make([]string, 0, len(u.Input))
+	for p := range u.Input {
+		in = append(in, p)
+	}
+	sort.Strings(in)
+	return guards.UsedSurface{Input: in, Output: slices.Clone(u.Output)}
+}
+
+// InputTypes are the input paths with their observed types.
+func (u *UsageRecord) InputTypes() map[string]guards.TypeSet {
+	out := make(map[string]guards.TypeSet, len(u.Input))
+	for p, names := range u.Input {
+		var t guards.TypeSet
+		for _, n := range names {
+			if ts, err := guards.ParseType(n); err == nil {
+				t |= ts
+			}
+		}
+		out[p] = t
+	}
+	return out
+}
+
+func (u *UsageRecord) notified(pair string) bool { return slices.Contains(u.Notified, pair) }
+
+func (u *UsageRecord) notify(pair string) {
+	u.Notified = append(u.Notified, pair)
+	if len(u.Notified) > maxNotified {
+		u.Notified = u.Notified[len(u.Notified)-maxNotified:]
+	}
+}
+
+// Contract is a tool's declared quality contract.
+type Contract struct {
+	Accuracy                float64 `json:"accuracy"`
+	Determinism             string  `json:"determinism"`
+	OutputSchemaHash        string  `json:"output_schema_hash,omitempty"`
+	ExpectedInputSchemaHash string  `json:"expected_input_schema_hash,omitempty"`
+	EventID                 string  `json:"event_id"`
+	Seq                     uint64  `json:"seq"`
+}
+
+// QualityRecord is a tool's declared contract and measured outcomes
+// (bucket quality, key: tool).
+type QualityRecord struct {
+	ToolID   string    `json:"tool_id"`
+	Contract *Contract `json:"contract,omitempty"`
+	// Calls counts invocations with an outcome; Successes those that
+	// succeeded (correct when the agent said so, else status ok).
+	Calls     int64 `json:"calls"`
+	Successes int64 `json:"successes"`
+	// LastSeq is the stream sequence of the last event counted or stored.
+	LastSeq uint64 `json:"last_seq"`
+}
+
+// LastVerdict is the composition verdict last published for a workflow.
+type LastVerdict struct {
+	Verdict         guards.CompositionVerdict `json:"verdict"`
+	ComposedQuality float64                   `json:"composed_quality"`
+	ManifestDigest  string                    `json:"manifest_digest"`
+	EventID         string                    `json:"event_id"` // the input that produced it
+}
+
+// WorkflowRecord is a declared workflow and its last verdict (bucket
+// workflows, key: composition).
+type WorkflowRecord struct {
+	CompositionID string          `json:"composition_id"`
+	Workflow      json.RawMessage `json:"workflow"`
+	Tools         []string        `json:"tools"`
+	Last          *LastVerdict    `json:"last,omitempty"`
+	// Pending says why no verdict could be computed yet ("" when one was).
+	Pending string `json:"pending,omitempty"`
+	// DeclaredSeq is the stream sequence of the declaration applied.
+	DeclaredSeq uint64 `json:"declared_seq"`
+}

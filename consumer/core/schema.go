@@ -1,0 +1,152 @@
+package core
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/toolsentry/toolsentry/events"
+	"github.com/toolsentry/toolsentry/guards"
+)
+
+// applySchema handles a schema observation: one tool, or every tool of a
+// tools/list result.
+//
+//   - No baseline: NO_BASELINE, and the observation becomes the baseline.
+//   - The baseline's fingerprint: SCHEMA_MATCH (and a held drift that was
+//     reverted is released).
+//   - Otherwise the diff against the baseline, one verdict per agent that
+//     uses the tool (its affected fields and migration), or one without
+//     agent when no usage is known. Drift that touches no agent's used
+//     surface advances the baseline; drift on used fields holds it until an
+//     operator accepts.
+//
+// Every observation yields its verdicts: they are the receipts.
+func (c *Core) applySchema(st State, in Input) (Effects, error) {
+	obs := in.Event.SchemaObserved
+	var eff Effects
+	if !obs.IsList() {
+		return eff, c.observeTool(st, in, obs.ToolID, obs.Version, *obs.Tool, &eff)
+	}
+	for _, tool := range obs.Tools {
+		if err := c.observeTool(st, in, tool.Name, "", tool, &eff); err != nil {
+			return Effects{}, fmt.Errorf("tool %q: %w", tool.Name, err)
+		}
+	}
+	return eff, nil
+}
+
+func (c *Core) observeTool(st State, in Input, toolID, version string, tool events.MCPTool, eff *Effects) error {
+	raw, err := json.Marshal(tool)
+	if err != nil {
+		return fmt.Errorf("%w: tool: %v", guards.ErrInvalid, err)
+	}
+	v := ToolVersion{Version: version, Tool: raw, Seq: in.Seq, EventID: in.Event.ID}
+	def, err := c.definition(v)
+	if err != nil {
+		return err
+	}
+	def.ID = toolID
+	if v.Fingerprint, err = guards.Fingerprint(def); err != nil {
+		return err
+	}
+
+	prev, found := st.Baseline(toolID)
+	if found && prev.LastSeq >= in.Seq {
+		return nil // applied before this redelivery: its verdicts went out first
+	}
+	schemaVerdict := func(m guards.SchemaManifest, agent, baselineFP string, rep *guards.DriftReport) events.SchemaVerdict {
+		sv := events.SchemaVerdict{
+			Verdict:             m.Verdict,
+			Directive:           m.Directive,
+			ManifestDigest:      m.ManifestDigest,
+			ToolID:              toolID,
+			AgentID:             agent,
+			Version:             version,
+			BaselineFingerprint: baselineFP,
+			CurrentFingerprint:  v.Fingerprint,
+			Changes:             json.RawMessage(`[]`),
+			Affected:            json.RawMessage(`[]`),
+			Migration:           rawJSON(guards.MigrationPlan{Steps: []guards.MigrationStep{}}),
+			GuardVersion:        guards.Version,
+		}
+		sv.InputEventID, sv.InputSubject, sv.InputSequence = verdictInput(in)
+		if rep != nil {
+			sv.Changes = rawJSON(rep.Changes)
+			sv.Affected = rawJSON(rep.Affected)
+			sv.Migration = rawJSON(rep.Migration)
+		}
+		return sv
+	}
+
+	current := guards.ToolSchema{ToolID: toolID, Version: version, SchemaFingerprint: v.Fingerprint}
+	var next *BaselineRecord
+	switch {
+	case !found:
+		m := guards.EvaluateSchema(current, nil)
+		if err := c.verdict(eff, in, schemaVerdict(m, "", "", nil)); err != nil {
+			return err
+		}
+		next = &BaselineRecord{ToolID: toolID, Baseline: v, Current: v}
+	case prev.Baseline.Fingerprint == v.Fingerprint:
+		m := guards.EvaluateSchema(current, &guards.SchemaBaseline{BaselineFingerprint: prev.Baseline.Fingerprint})
+		if err := c.verdict(eff, in, schemaVerdict(m, "", prev.Baseline.Fingerprint, nil)); err != nil {
+			return err
+		}
+		next = cloneBaseline(prev)
+		next.Current, next.Held = v, false
+	default:
+		baseDef, err := c.definition(prev.Baseline)
+		if err != nil {
+			return fmt.Errorf("baseline of %q: %w", toolID, err)
+		}
+		baseDef.ID = toolID
+		agents := st.UsageOfTool(toolID)
+		held := false
+		report := func(agent string, surface guards.UsedSurface) (guards.SchemaVerdict, error) {
+			rep, err := guards.EvaluateDrift(baseDef, def, surface)
+			if err != nil {
+				return "", err
+			}
+			held = held || rep.Manifest.Verdict == guards.DriftOnUsedFields
+			return rep.Manifest.Verdict, c.verdict(eff, in, schemaVerdict(rep.Manifest, agent, prev.Baseline.Fingerprint, &rep))
+		}
+		if len(agents) == 0 {
+			if _, err := report("", guards.UsedSurface{}); err != nil {
+				return err
+			}
+		}
+		for _, u := range agents {
+			verdict, err := report(u.AgentID, u.Surface())
+			if err != nil {
+				return fmt.Errorf("agent %q: %w", u.AgentID, err)
+			}
+			// The agent has been told of this pair: its invocations will
+			// not report it again.
+			if pair := prev.Baseline.Fingerprint + ">" + v.Fingerprint; verdict == guards.DriftOnUsedFields && !u.notified(pair) {
+				told := cloneUsage(u)
+				told.notify(pair)
+				told.CheckedAgainst = v.Fingerprint // what it sends was judged against this version just now
+				eff.Writes = append(eff.Writes, Write{Bucket: Usage, IDs: []string{toolID, u.AgentID}, Record: told})
+			}
+		}
+		next = cloneBaseline(prev)
+		next.Current, next.Held = v, held
+		if !held {
+			next.Baseline = v
+		}
+	}
+	next.LastSeq = in.Seq
+	next.remember(v)
+	eff.Writes = append(eff.Writes, Write{Bucket: Baselines, IDs: []string{toolID}, Record: next})
+	return nil
+}
+
+// verdict encodes a schema verdict and adds it to the effects.
+func (c *Core) verdict(eff *Effects, in Input, sv events.SchemaVerdict) error {
+	msg, err := c.opts.Names.NewSchemaVerdict(sv, in.Event.Time)
+	if err != nil {
+		return fmt.Errorf("encoding verdict: %w", err)
+	}
+	eff.Verdicts = append(eff.Verdicts, msg)
+	return nil
+}
