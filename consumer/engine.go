@@ -1,0 +1,865 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+	"github.com/sourcegraph/conc/panics"
+	"github.com/sourcegraph/conc/pool"
+)
+
+// Headers the engine adds to a dead letter, next to the original headers.
+const (
+	HeaderDeadLetterReason = "Toolsentry-Dlq-Reason"
+	HeaderDeadLetterError  = "Toolsentry-Dlq-Error"
+	HeaderOriginalSubject  = "Toolsentry-Original-Subject"
+	HeaderOriginalStream   = "Toolsentry-Original-Stream"
+	HeaderOriginalSequence = "Toolsentry-Original-Sequence"
+	HeaderOriginalTime     = "Toolsentry-Original-Time"
+	HeaderOriginalMsgID    = "Toolsentry-Original-Msg-Id"
+	HeaderNumDelivered     = "Toolsentry-Num-Delivered"
+)
+
+// maxErrorHeader bounds the error text copied into a dead letter.
+const maxErrorHeader = 1024
+
+// keyTurn is how many messages of one key a worker handles before it puts
+// the key back at the end of the ready queue, so that a busy key cannot
+// starve the others.
+const keyTurn = 32
+
+// Options tune an Engine. Zero fields take defaults.
+type Options struct {
+	// Workers is the number of handlers running at once, across keys
+	// (default 8 × GOMAXPROCS, at least 16: handlers mostly wait for
+	// PubAcks and KV writes).
+	Workers int
+	// PullMaxMessages is how many messages the client buffers ahead of the
+	// workers (default Workers). Keep it near Workers: AckWait starts when
+	// a message lands in the buffer, not when a worker takes it
+	// (nats.go #1929).
+	PullMaxMessages int
+	// Key returns the ordering key of a message (default LastToken).
+	// Messages of one key are handled one at a time in stream order.
+	Key func(*Message) string
+	// Kind returns the metrics label of a message (default KindToken).
+	Kind func(*Message) string
+	// MaxDeliver is the number of deliveries after which a transient failure
+	// is dead-lettered. Default: the consumer's MaxDeliverMetadata, else
+	// its server MaxDeliver if set, else DefaultMaxDeliver. The consumer's
+	// server MaxDeliver must be unlimited (as Provision creates it) or at
+	// least this; with an unlimited one a message whose last delivery could
+	// not be dead-lettered is delivered again instead of being dropped.
+	MaxDeliver int
+	// BackoffInitial is the redelivery delay after the first transient
+	// failure; it doubles with every delivery (default 1s).
+	BackoffInitial time.Duration
+	// BackoffMax caps the redelivery delay (default 1m).
+	BackoffMax time.Duration
+	// HandlerTimeout bounds one Handle call through its context (default
+	// 30s).
+	HandlerTimeout time.Duration
+	// ShutdownTimeout bounds how long Close waits for in-flight handlers
+	// before it cancels them (default 10s).
+	ShutdownTimeout time.Duration
+	// DeadLetterSubject maps an input subject to its dead-letter subject
+	// (default DefaultConfig().DeadLetterSubject).
+	DeadLetterSubject func(subject string) string
+	// DeadLetterTimeout bounds the dead-letter publish (default 5s).
+	DeadLetterTimeout time.Duration
+	// Observer receives metrics events (default: none).
+	Observer Observer
+}
+
+func (o Options) withDefaults() Options {
+	if o.Workers == 0 {
+		o.Workers = max(16, 8*runtime.GOMAXPROCS(0))
+	}
+	if o.PullMaxMessages == 0 {
+		o.PullMaxMessages = o.Workers
+	}
+	if o.Key == nil {
+		o.Key = LastToken
+	}
+	if o.Kind == nil {
+		o.Kind = KindToken
+	}
+	if o.BackoffInitial == 0 {
+		o.BackoffInitial = time.Second
+	}
+	if o.BackoffMax == 0 {
+		o.BackoffMax = time.Minute
+	}
+	if o.HandlerTimeout == 0 {
+		o.HandlerTimeout = 30 * time.Second
+	}
+	if o.ShutdownTimeout == 0 {
+		o.ShutdownTimeout = 10 * time.Second
+	}
+	if o.DeadLetterSubject == nil {
+		o.DeadLetterSubject = DefaultConfig().DeadLetterSubject
+	}
+	if o.DeadLetterTimeout == 0 {
+		o.DeadLetterTimeout = 5 * time.Second
+	}
+	if o.Observer == nil {
+		o.Observer = nopObserver{}
+	}
+	return o
+}
+
+// Validate reports the first setting that cannot work, wrapping
+// ErrInvalidConfig. Zero fields are valid: they take their defaults.
+func (o Options) Validate() error {
+	o = o.withDefaults()
+	switch {
+	case o.Workers < 1:
+		return fmt.Errorf("%w: workers %d: want at least 1", ErrInvalidConfig, o.Workers)
+	case o.PullMaxMessages < 1:
+		return fmt.Errorf("%w: pull max messages %d: want at least 1", ErrInvalidConfig, o.PullMaxMessages)
+	case o.MaxDeliver < 0:
+		return fmt.Errorf("%w: max deliver %d: want positive", ErrInvalidConfig, o.MaxDeliver)
+	case o.BackoffInitial < 0 || o.BackoffMax < o.BackoffInitial:
+		return fmt.Errorf("%w: backoff %s to %s: want 0 < initial <= max", ErrInvalidConfig, o.BackoffInitial, o.BackoffMax)
+	case o.HandlerTimeout < 0:
+		return fmt.Errorf("%w: handler timeout %s: want positive", ErrInvalidConfig, o.HandlerTimeout)
+	case o.ShutdownTimeout < 0:
+		return fmt.Errorf("%w: shutdown timeout %s: want positive", ErrInvalidConfig, o.ShutdownTimeout)
+	case o.DeadLetterTimeout < 0:
+		return fmt.Errorf("%w: dead letter timeout %s: want positive", ErrInvalidConfig, o.DeadLetterTimeout)
+	}
+	return nil
+}
+
+// Engine consumes a durable pull consumer and runs a Handler on every
+// message: in stream order per key, in parallel across keys, with a bounded
+// number of workers, settling each message exactly once with Ack,
+// NakWithDelay or a dead letter plus TermWithReason (see the package doc).
+//
+// Run, Close and Stats are safe for concurrent use.
+type Engine struct {
+	js         jetstream.JetStream
+	cons       jetstream.Consumer
+	h          Handler
+	opts       Options
+	ackWait    time.Duration
+	maxDeliver uint64
+	log        zerolog.Logger
+
+	mu       sync.Mutex
+	keys     map[string]*keyState
+	held     map[uint64]*item // by stream sequence: every message in the engine
+	ready    []string         // keys with an eligible head, waiting for a worker
+	readyCh  chan struct{}    // capacity 1: wakes the dispatcher
+	stopping bool
+
+	started   atomic.Bool
+	closeOnce sync.Once
+	closeCh   chan struct{}
+	done      chan struct{}
+	runErr    error
+}
+
+// item is one message held by the engine, from its arrival until it is
+// settled (or handed back at shutdown).
+type item struct {
+	msg       jetstream.Msg // latest delivery; guarded by Engine.mu
+	delivered uint64        // NumDelivered of the latest delivery; guarded by Engine.mu
+	m         *Message      // as of the first delivery; read-only once handed to a worker
+	kind      string
+	touched   time.Time // last arrival or progress ack; guarded by Engine.mu
+}
+
+// keyState is the FIFO of one key. At most one worker owns a key at a time
+// (scheduled); awaits are the sequences of this key that were nak'd and must
+// come back before any later message of the key may run.
+type keyState struct {
+	queue     []*item // sorted by stream sequence
+	awaits    []await // sorted by seq
+	scheduled bool    // in Engine.ready or owned by a worker
+}
+
+type await struct {
+	seq         uint64
+	redeliverAt time.Time // when the server will redeliver it
+	giveUpAt    time.Time // when the key stops waiting for it
+}
+
+// eligible reports whether the head of the queue may run now.
+func (k *keyState) eligible() bool {
+	if len(k.queue) == 0 {
+		return false
+	}
+	return len(k.awaits) == 0 || k.queue[0].m.StreamSeq <= k.awaits[0].seq
+}
+
+func (k *keyState) insert(it *item) {
+	seq := it.m.StreamSeq
+	i, _ := slices.BinarySearchFunc(k.queue, seq, func(q *item, s uint64) int {
+		switch {
+		case q.m.StreamSeq < s:
+			return -1
+		case q.m.StreamSeq > s:
+			return 1
+		}
+		return 0
+	})
+	k.queue = slices.Insert(k.queue, i, it)
+}
+
+// pop removes the eligible head and the await it satisfies, if any.
+func (k *keyState) pop() *item {
+	it := k.queue[0]
+	k.queue[0] = nil
+	k.queue = k.queue[1:]
+	if len(k.awaits) > 0 && k.awaits[0].seq == it.m.StreamSeq {
+		k.awaits = k.awaits[1:]
+	}
+	return it
+}
+
+func (k *keyState) addAwait(a await) {
+	i, found := slices.BinarySearchFunc(k.awaits, a.seq, func(x await, s uint64) int {
+		switch {
+		case x.seq < s:
+			return -1
+		case x.seq > s:
+			return 1
+		}
+		return 0
+	})
+	if found {
+		k.awaits[i] = a
+		return
+	}
+	k.awaits = slices.Insert(k.awaits, i, a)
+}
+
+// New returns an engine that will run h on the messages of cons, publishing
+// dead letters through js. cons must use explicit acks and a bounded
+// MaxAckPending, which bounds the messages the engine holds.
+func New(js jetstream.JetStream, cons jetstream.Consumer, h Handler, opts Options) (*Engine, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+	info := cons.CachedInfo()
+	if info == nil {
+		return nil, fmt.Errorf("%w: consumer without info", ErrInvalidConfig)
+	}
+	cc := info.Config
+	if cc.AckPolicy != jetstream.AckExplicitPolicy {
+		return nil, fmt.Errorf("%w: consumer %s: ack policy %s: want explicit", ErrInvalidConfig, info.Name, cc.AckPolicy)
+	}
+	if cc.MaxAckPending < 1 {
+		return nil, fmt.Errorf("%w: consumer %s: max ack pending %d: want bounded", ErrInvalidConfig, info.Name, cc.MaxAckPending)
+	}
+	maxDeliver := opts.MaxDeliver
+	if maxDeliver == 0 {
+		if v, ok := cc.Metadata[MaxDeliverMetadata]; ok {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return nil, fmt.Errorf("%w: consumer %s: metadata %s=%q: want a positive integer", ErrInvalidConfig, info.Name, MaxDeliverMetadata, v)
+			}
+			maxDeliver = n
+		} else if cc.MaxDeliver > 0 {
+			maxDeliver = cc.MaxDeliver
+		} else {
+			maxDeliver = DefaultMaxDeliver
+		}
+	}
+	if cc.MaxDeliver > 0 && cc.MaxDeliver < maxDeliver {
+		return nil, fmt.Errorf("%w: consumer %s: server max deliver %d is below the engine's %d", ErrInvalidConfig, info.Name, cc.MaxDeliver, maxDeliver)
+	}
+	ackWait := cc.AckWait
+	if ackWait <= 0 {
+		ackWait = DefaultAckWait
+	}
+	return &Engine{
+		js:         js,
+		cons:       cons,
+		h:          h,
+		opts:       opts,
+		ackWait:    ackWait,
+		maxDeliver: uint64(maxDeliver),
+		keys:       make(map[string]*keyState),
+		held:       make(map[uint64]*item),
+		readyCh:    make(chan struct{}, 1),
+		closeCh:    make(chan struct{}),
+		done:       make(chan struct{}),
+	}, nil
+}
+
+// Stats is a snapshot of what an engine holds.
+type Stats struct {
+	// Held is the number of messages received and not yet settled.
+	Held int
+	// Keys is the number of keys with held messages or awaited redeliveries.
+	Keys int
+	// Awaiting is the number of nak'd messages whose redelivery a key waits
+	// for.
+	Awaiting int
+}
+
+// Stats returns a snapshot of the engine's holdings.
+func (e *Engine) Stats() Stats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := Stats{Held: len(e.held), Keys: len(e.keys)}
+	for _, k := range e.keys {
+		s.Awaiting += len(k.awaits)
+	}
+	return s
+}
+
+// Run consumes until ctx is cancelled, Close is called or the consumer
+// fails (deleted, connection closed). It then stops fetching, lets in-flight
+// handlers finish within Options.ShutdownTimeout, hands every unfinished
+// message back to the server in key order and returns: nil on a requested
+// stop, ErrShutdownTimeout if handlers had to be cancelled, the consumer's
+// error otherwise. Run can be called once; handlers get a context that keeps
+// ctx's values but is cancelled only by the shutdown deadline.
+func (e *Engine) Run(ctx context.Context) error {
+	if !e.started.CompareAndSwap(false, true) {
+		return ErrAlreadyRunning
+	}
+	defer close(e.done)
+	e.runErr = e.run(ctx)
+	return e.runErr
+}
+
+// Close stops the engine as Run describes and waits for Run to return, with
+// Run's result. It is idempotent; on an engine that never ran it only
+// prevents a later Run.
+func (e *Engine) Close() error {
+	e.closeOnce.Do(func() { close(e.closeCh) })
+	if !e.started.Load() {
+		return nil
+	}
+	<-e.done
+	return e.runErr
+}
+
+func (e *Engine) run(ctx context.Context) error {
+	select {
+	case <-e.closeCh:
+		return ErrClosed
+	default:
+	}
+	e.log = zerolog.Ctx(ctx).With().Str("component", "consumer").Str("consumer", e.cons.CachedInfo().Name).Logger()
+	iter, err := e.cons.Messages(jetstream.PullMaxMessages(e.opts.PullMaxMessages))
+	if err != nil {
+		return fmt.Errorf("consuming %s: %w", e.cons.CachedInfo().Name, err)
+	}
+
+	hctx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelHandlers()
+	p := pool.New().WithContext(hctx).WithMaxGoroutines(e.opts.Workers)
+
+	fetchErr := make(chan error, 1)
+	go func() { fetchErr <- e.fetch(iter) }()
+	dispatched := make(chan struct{})
+	go func() {
+		defer close(dispatched)
+		e.dispatch(p)
+	}()
+	hbStop, hbDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(hbDone)
+		e.heartbeat(hbStop)
+	}()
+
+	var result error
+	fetching := true
+	select {
+	case <-ctx.Done():
+		e.log.Info().Msg("context cancelled; stopping")
+	case <-e.closeCh:
+		e.log.Info().Msg("closing")
+	case err := <-fetchErr:
+		fetching = false
+		if err != nil {
+			e.log.Error().Err(err).Msg("consuming failed; stopping")
+			result = err
+		}
+	}
+
+	e.mu.Lock()
+	e.stopping = true
+	e.mu.Unlock()
+	e.wake()
+	iter.Drain()
+	if fetching {
+		if err := <-fetchErr; err != nil {
+			result = err
+		}
+	}
+
+	// The dispatcher may be blocked handing a key to a full pool, so the
+	// shutdown deadline covers it too.
+	waited := make(chan struct{})
+	go func() {
+		<-dispatched
+		_ = p.Wait() // tasks return nil; failures became ack decisions
+		close(waited)
+	}()
+	timer := time.NewTimer(e.opts.ShutdownTimeout)
+	select {
+	case <-waited:
+		timer.Stop()
+	case <-timer.C:
+		e.log.Warn().Dur("timeout", e.opts.ShutdownTimeout).Msg("in-flight handlers did not finish; cancelling them")
+		cancelHandlers()
+		<-waited
+		result = errors.Join(result, ErrShutdownTimeout)
+	}
+	close(hbStop) // no progress ack may follow a hand-back nak
+	<-hbDone
+	e.handBack()
+	return result
+}
+
+// fetchPoll bounds each wait for a message. The iterator decides whether
+// to send the next pull request only when Next is called, and skips the
+// decision while its previous request is still being sent; if the last
+// message of a batch lands in that window, no request is outstanding and
+// Next would wait for the missed-heartbeat timeout (2 × 15s) before pulling
+// again. Returning to Next regularly makes it re-check.
+const fetchPoll = 250 * time.Millisecond
+
+// fetch reads the iterator until it is closed, handing messages to accept.
+func (e *Engine) fetch(iter jetstream.MessagesContext) error {
+	for {
+		jm, err := iter.Next(jetstream.NextMaxWait(fetchPoll))
+		if err != nil {
+			switch {
+			case errors.Is(err, nats.ErrTimeout):
+				continue
+			case errors.Is(err, jetstream.ErrNoHeartbeat):
+				e.log.Warn().Err(err).Msg("missed consumer heartbeats; still waiting")
+				continue
+			case errors.Is(err, jetstream.ErrMsgIteratorClosed) && !errors.Is(err, jetstream.ErrConnectionClosed):
+				return nil
+			}
+			if e.isStopping() {
+				return nil
+			}
+			return fmt.Errorf("consuming %s: %w", e.cons.CachedInfo().Name, err)
+		}
+		e.accept(jm)
+	}
+}
+
+func (e *Engine) isStopping() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.stopping
+}
+
+// accept puts a delivery into its key's FIFO, or refreshes the handle of a
+// message the engine already holds (a redelivery after AckWait expired).
+func (e *Engine) accept(jm jetstream.Msg) {
+	md, err := jm.Metadata()
+	if err != nil {
+		e.log.Error().Err(err).Str("subject", jm.Subject()).Msg("message without JetStream metadata; ignored")
+		return
+	}
+	m := &Message{
+		Subject:      jm.Subject(),
+		Header:       jm.Headers(),
+		Data:         jm.Data(),
+		Stream:       md.Stream,
+		StreamSeq:    md.Sequence.Stream,
+		NumDelivered: md.NumDelivered,
+		Timestamp:    md.Timestamp,
+	}
+	m.Key = e.opts.Key(m)
+	kind := e.opts.Kind(m)
+	if m.NumDelivered > 1 {
+		e.opts.Observer.OnRedelivery(kind)
+	}
+	now := time.Now()
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if it, ok := e.held[m.StreamSeq]; ok {
+		it.msg = jm
+		it.delivered = max(it.delivered, m.NumDelivered)
+		it.touched = now
+		return
+	}
+	it := &item{msg: jm, delivered: m.NumDelivered, m: m, kind: kind, touched: now}
+	e.held[m.StreamSeq] = it
+	ks := e.keys[m.Key]
+	if ks == nil {
+		ks = &keyState{}
+		e.keys[m.Key] = ks
+	}
+	ks.insert(it)
+	e.scheduleLocked(m.Key, ks)
+}
+
+// scheduleLocked queues the key for a worker if its head may run and no
+// worker owns it. e.mu must be held.
+func (e *Engine) scheduleLocked(key string, ks *keyState) {
+	if ks.scheduled || e.stopping || !ks.eligible() {
+		return
+	}
+	ks.scheduled = true
+	e.ready = append(e.ready, key)
+	e.wake()
+}
+
+func (e *Engine) wake() {
+	select {
+	case e.readyCh <- struct{}{}:
+	default:
+	}
+}
+
+// dispatch hands ready keys to the pool; Go blocking on a full pool is the
+// back-pressure.
+func (e *Engine) dispatch(p *pool.ContextPool) {
+	for {
+		e.mu.Lock()
+		for len(e.ready) == 0 && !e.stopping {
+			e.mu.Unlock()
+			<-e.readyCh
+			e.mu.Lock()
+		}
+		if e.stopping {
+			e.mu.Unlock()
+			return
+		}
+		key := e.ready[0]
+		e.ready = e.ready[1:]
+		if len(e.ready) == 0 {
+			e.ready = nil
+		}
+		e.mu.Unlock()
+		p.Go(func(ctx context.Context) error {
+			e.runKey(ctx, key)
+			return nil
+		})
+	}
+}
+
+// runKey handles the eligible heads of one key, one after the other, for at
+// most keyTurn messages.
+func (e *Engine) runKey(ctx context.Context, key string) {
+	for n := 0; ; n++ {
+		e.mu.Lock()
+		ks := e.keys[key]
+		if e.stopping || !ks.eligible() {
+			ks.scheduled = false
+			e.forgetLocked(key, ks)
+			e.mu.Unlock()
+			return
+		}
+		if n == keyTurn {
+			e.ready = append(e.ready, key)
+			e.wake()
+			e.mu.Unlock()
+			return
+		}
+		it := ks.pop()
+		e.mu.Unlock()
+		e.process(ctx, it)
+	}
+}
+
+// forgetLocked drops the state of a key that holds nothing. e.mu must be
+// held.
+func (e *Engine) forgetLocked(key string, ks *keyState) {
+	if !ks.scheduled && len(ks.queue) == 0 && len(ks.awaits) == 0 {
+		delete(e.keys, key)
+	}
+}
+
+// process runs the handler on one message, containing panics, and settles it.
+func (e *Engine) process(ctx context.Context, it *item) {
+	start := time.Now()
+	var herr error
+	if _, delivered := e.msgOf(it); e.maxDeliver > 0 && delivered > e.maxDeliver {
+		herr = &PermanentError{Reason: ReasonMaxDeliver, Err: ErrMaxDeliver}
+	} else {
+		hctx, cancel := context.WithTimeout(ctx, e.opts.HandlerTimeout)
+		if rec := panics.Try(func() { herr = e.h.Handle(hctx, it.m) }); rec != nil {
+			e.log.Error().Str("subject", it.m.Subject).Uint64("seq", it.m.StreamSeq).
+				Str("panic", fmt.Sprint(rec.Value)).Bytes("stack", rec.Stack).Msg("handler panicked")
+			herr = &PermanentError{Reason: ReasonPanic, Err: fmt.Errorf("%w: %v", ErrHandlerPanic, rec.Value)}
+		}
+		cancel()
+	}
+	e.settle(ctx, it, herr, time.Since(start))
+}
+
+// settle is the one place that maps a handler's result to the ack verbs.
+//
+//	nil                                  → Ack
+//	handlers cancelled at shutdown       → Nak (immediate redelivery elsewhere)
+//	permanent (ErrPermanent, panic)      → dead letter, then TermWithReason
+//	transient, NumDelivered >= MaxDeliver → dead letter, then TermWithReason
+//	transient                            → NakWithDelay(backoff); the key waits
+//	dead-letter publish failed           → NakWithDelay(backoff); the key waits
+func (e *Engine) settle(ctx context.Context, it *item, herr error, took time.Duration) {
+	m := it.m
+	_, delivered := e.msgOf(it)
+	var outcome Outcome
+	switch {
+	case herr == nil:
+		if err := e.latest(it).Ack(); err != nil {
+			e.log.Warn().Err(err).Str("subject", m.Subject).Uint64("seq", m.StreamSeq).Msg("ack failed; the message will be redelivered")
+		}
+		outcome = OutcomeAck
+	case ctx.Err() != nil && !errors.Is(herr, ErrPermanent):
+		if err := e.latest(it).Nak(); err != nil {
+			e.log.Warn().Err(err).Str("subject", m.Subject).Uint64("seq", m.StreamSeq).Msg("nak failed; the message will be redelivered after AckWait")
+		}
+		outcome = OutcomeShutdown
+	case errors.Is(herr, ErrPermanent):
+		outcome = e.deadLetter(ctx, it, delivered, reasonOf(herr), herr)
+	case e.maxDeliver > 0 && delivered >= e.maxDeliver:
+		outcome = e.deadLetter(ctx, it, delivered, ReasonMaxDeliver, herr)
+	default:
+		e.log.Warn().Err(herr).Str("subject", m.Subject).Uint64("seq", m.StreamSeq).
+			Uint64("delivered", delivered).Msg("handler failed; retrying later")
+		e.retry(it, delivered)
+		outcome = OutcomeRetry
+	}
+	e.opts.Observer.OnOutcome(it.kind, outcome, took)
+
+	e.mu.Lock()
+	if e.held[m.StreamSeq] == it {
+		delete(e.held, m.StreamSeq)
+	}
+	if ks := e.keys[m.Key]; ks != nil {
+		e.forgetLocked(m.Key, ks)
+	}
+	e.mu.Unlock()
+}
+
+// msgOf returns the latest delivery of a held message and its delivery
+// count: the server may have redelivered it while it waited (see accept).
+func (e *Engine) msgOf(it *item) (jetstream.Msg, uint64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return it.msg, it.delivered
+}
+
+func (e *Engine) latest(it *item) jetstream.Msg {
+	msg, _ := e.msgOf(it)
+	return msg
+}
+
+// backoff is the redelivery delay after the given delivery failed.
+func (e *Engine) backoff(delivered uint64) time.Duration {
+	d := e.opts.BackoffInitial
+	for i := uint64(1); i < delivered && d < e.opts.BackoffMax; i++ {
+		d *= 2
+	}
+	return min(d, e.opts.BackoffMax)
+}
+
+// retry naks a message with a delay and makes its key wait for the
+// redelivery, so that no later message of the key overtakes it.
+func (e *Engine) retry(it *item, delivered uint64) {
+	delay := e.backoff(delivered)
+	redeliverAt := time.Now().Add(delay)
+	nakd := e.latest(it)
+	if err := nakd.NakWithDelay(delay); err != nil {
+		e.log.Warn().Err(err).Str("subject", it.m.Subject).Uint64("seq", it.m.StreamSeq).Msg("nak failed; the message will be redelivered after AckWait")
+		redeliverAt = time.Now().Add(e.ackWait)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ks := e.keys[it.m.Key]
+	if ks == nil { // only if handBack already dropped the keys
+		ks = &keyState{}
+		e.keys[it.m.Key] = ks
+	}
+	if it.msg != nakd {
+		// The redelivery arrived while this worker still held the message
+		// (accept swapped the handle in): queue it again as a new item, the
+		// head of its key, instead of waiting for a delivery that came.
+		m := *it.m
+		m.NumDelivered = it.delivered
+		again := &item{msg: it.msg, delivered: it.delivered, m: &m, kind: it.kind, touched: time.Now()}
+		e.held[m.StreamSeq] = again
+		ks.insert(again)
+		return
+	}
+	ks.addAwait(await{
+		seq:         it.m.StreamSeq,
+		redeliverAt: redeliverAt,
+		giveUpAt:    redeliverAt.Add(2 * e.ackWait),
+	})
+}
+
+// deadLetter stores the message with its reason in the dead-letter stream,
+// then terminates it. If the publish fails the message is retried instead:
+// never lost.
+func (e *Engine) deadLetter(ctx context.Context, it *item, delivered uint64, reason string, cause error) Outcome {
+	m := it.m
+	dm := &nats.Msg{
+		Subject: e.opts.DeadLetterSubject(m.Subject),
+		Data:    m.Data,
+		Header:  make(nats.Header, len(m.Header)+8),
+	}
+	for k, v := range m.Header {
+		if strings.HasPrefix(k, "Nats-") {
+			continue // control headers (msg id, expectations, TTL) would act on the DLQ stream
+		}
+		dm.Header[k] = slices.Clone(v)
+	}
+	if id := m.Header.Get(jetstream.MsgIDHeader); id != "" {
+		dm.Header.Set(HeaderOriginalMsgID, id)
+	}
+	dm.Header.Set(HeaderDeadLetterReason, headerSafe(reason))
+	dm.Header.Set(HeaderDeadLetterError, headerSafe(cause.Error()))
+	dm.Header.Set(HeaderOriginalSubject, m.Subject)
+	dm.Header.Set(HeaderOriginalStream, m.Stream)
+	dm.Header.Set(HeaderOriginalSequence, strconv.FormatUint(m.StreamSeq, 10))
+	dm.Header.Set(HeaderOriginalTime, m.Timestamp.UTC().Format(time.RFC3339Nano))
+	dm.Header.Set(HeaderNumDelivered, strconv.FormatUint(delivered, 10))
+
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.DeadLetterTimeout)
+	defer cancel()
+	msgID := "dlq-" + m.Stream + "-" + strconv.FormatUint(m.StreamSeq, 10)
+	if _, err := e.js.PublishMsg(pctx, dm, jetstream.WithMsgID(msgID)); err != nil {
+		e.log.Error().Err(err).Str("subject", m.Subject).Uint64("seq", m.StreamSeq).Str("reason", reason).
+			Msg("dead-letter publish failed; retrying the message later")
+		e.retry(it, delivered)
+		return OutcomeDeadLetterFailed
+	}
+	if err := e.latest(it).TermWithReason(reason); err != nil {
+		e.log.Warn().Err(err).Str("subject", m.Subject).Uint64("seq", m.StreamSeq).Msg("term failed; the redelivery will be dead-lettered again and deduplicated")
+	}
+	e.log.Warn().Str("subject", m.Subject).Uint64("seq", m.StreamSeq).Str("reason", reason).
+		Uint64("delivered", delivered).Err(cause).Msg("dead-lettered")
+	e.opts.Observer.OnDeadLetter(it.kind, reason)
+	return OutcomeDeadLetter
+}
+
+// headerSafe makes s a single-line header value of bounded length.
+func headerSafe(s string) string {
+	if len(s) > maxErrorHeader {
+		s = s[:maxErrorHeader]
+	}
+	return strings.Map(func(r rune) rune {
+		if r == '\r' || r == '\n' {
+			return ' '
+		}
+		return r
+	}, s)
+}
+
+// heartbeat keeps every held message alive on the server with progress
+// acks (queued behind its key, waiting for a redelivery, or in a slow
+// handler), and gives up on awaited redeliveries that did not come.
+func (e *Engine) heartbeat(stop <-chan struct{}) {
+	period := max(e.ackWait/3, 10*time.Millisecond)
+	t := time.NewTicker(period)
+	defer t.Stop()
+	var touch []jetstream.Msg
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		touch = touch[:0]
+		e.mu.Lock()
+		for _, it := range e.held {
+			if now.Sub(it.touched) >= period {
+				it.touched = now
+				touch = append(touch, it.msg)
+			}
+		}
+		for key, ks := range e.keys {
+			kept := ks.awaits[:0]
+			for _, a := range ks.awaits {
+				if now.Before(a.giveUpAt) {
+					kept = append(kept, a)
+					continue
+				}
+				e.log.Warn().Str("key", key).Uint64("seq", a.seq).
+					Msg("awaited redelivery did not arrive (deleted from the stream, or taken by another worker); the key goes on without it")
+			}
+			ks.awaits = kept
+			e.scheduleLocked(key, ks)
+			e.forgetLocked(key, ks)
+		}
+		e.mu.Unlock()
+		for _, jm := range touch {
+			if err := jm.InProgress(); err != nil && !errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
+				e.log.Debug().Err(err).Msg("progress ack failed")
+			}
+		}
+	}
+}
+
+// handBackLag delays the hand-back of a key's later messages behind its
+// first one. The server redelivers nak'd messages in nak order, except that
+// a redelivery it pops while only departed clients' pull requests are
+// waiting goes to the back of its queue; the first nak of a hand-back clears
+// those stale requests, and the later messages, arriving in the queue after
+// the lag (sorted by sequence by the server), stay behind every key's head.
+const handBackLag = 100 * time.Millisecond
+
+// handBack naks every message still held after the workers stopped, so that
+// the next consumer gets them at once and in order per key: a key's first
+// message immediately, the others after handBackLag; a key that waits for a
+// nak'd message hands everything back to come after it.
+func (e *Engine) handBack() {
+	type nak struct {
+		msg   jetstream.Msg
+		delay time.Duration
+	}
+	var heads, tails []nak
+	now := time.Now()
+	e.mu.Lock()
+	for _, ks := range e.keys {
+		var after time.Duration
+		for _, a := range ks.awaits {
+			after = max(after, a.redeliverAt.Sub(now)+handBackLag)
+		}
+		for i, it := range ks.queue {
+			if i == 0 && after == 0 {
+				heads = append(heads, nak{it.msg, 0})
+				continue
+			}
+			tails = append(tails, nak{it.msg, max(after, handBackLag)})
+		}
+	}
+	e.keys = make(map[string]*keyState)
+	e.held = make(map[uint64]*item)
+	e.ready = nil
+	e.mu.Unlock()
+	for _, n := range append(heads, tails...) {
+		var err error
+		if n.delay > 0 {
+			err = n.msg.NakWithDelay(n.delay)
+		} else {
+			err = n.msg.Nak()
+		}
+		if err != nil && !errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
+			e.log.Warn().Err(err).Msg("nak at shutdown failed; the message will be redelivered after AckWait")
+		}
+	}
+	if n := len(heads) + len(tails); n > 0 {
+		e.log.Info().Int("messages", n).Msg("handed unfinished messages back to the server")
+	}
+}

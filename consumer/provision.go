@@ -1,0 +1,315 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Defaults of Config.
+const (
+	DefaultPrefix        = "toolsentry"
+	DefaultReplicas      = 1
+	DefaultMaxAge        = 30 * 24 * time.Hour
+	DefaultDuplicates    = 2 * time.Minute
+	DefaultAckWait       = 30 * time.Second
+	DefaultMaxDeliver    = 5
+	DefaultMaxAckPending = 1024
+	DefaultKVHistory     = 1
+)
+
+// MaxDeliverMetadata is the consumer metadata key under which Provision
+// records Config.MaxDeliver; Engine reads its dead-letter threshold from it.
+const MaxDeliverMetadata = "toolsentry.max_deliver"
+
+// Config names and sizes the NATS resources of one toolsentry deployment.
+// Zero fields take the defaults above (see DefaultConfig); Provision applies
+// them and validates.
+type Config struct {
+	// Prefix is the first subject token of every subject and the root of
+	// every resource name: streams are upper case (TOOLSENTRY_TELEMETRY),
+	// buckets lower case (toolsentry-baselines). Lower-case letters, digits,
+	// '-' and '_', starting with a letter.
+	Prefix string
+	// Replicas of the streams, the consumer and the buckets: 1 for a
+	// single server, 3 for a cluster.
+	Replicas int
+	// TelemetryMaxAge is how long the telemetry stream, the audit log that
+	// replay reads, keeps messages. Default 30 days; negative keeps them
+	// forever.
+	TelemetryMaxAge time.Duration
+	// VerdictsMaxAge is the same for the verdict stream (default 30 days,
+	// negative forever).
+	VerdictsMaxAge time.Duration
+	// DLQMaxAge is the same for the dead-letter stream (default 30 days,
+	// negative forever).
+	DLQMaxAge time.Duration
+	// Duplicates is the window in which every stream drops a message whose
+	// Nats-Msg-Id it has already stored (default 2 minutes). It must cover
+	// the longest redelivery delay, or a republished verdict is stored twice.
+	Duplicates time.Duration
+	// Durable is the name of the durable pull consumer on the telemetry
+	// stream that all workers share (default "<prefix>-workers").
+	Durable string
+	// AckWait is how long the server waits for an acknowledgement before it
+	// redelivers (default 30s). The engine keeps slow messages alive with
+	// progress acks, so this only bounds how fast a crashed worker's
+	// messages go to another one.
+	AckWait time.Duration
+	// MaxDeliver is how many deliveries a transiently failing message gets
+	// before it is dead-lettered (default 5). It is enforced by the engine,
+	// not the server: the consumer is created with an unlimited MaxDeliver
+	// and this value in its metadata (MaxDeliverMetadata), so that a message
+	// whose last delivery could not be dead-lettered is delivered again
+	// instead of being dropped by the server.
+	MaxDeliver int
+	// MaxAckPending bounds the unacknowledged messages of the consumer
+	// across all workers, and so the memory an engine holds (default 1024).
+	MaxAckPending int
+	// KVHistory is how many revisions per key the state buckets keep
+	// (default 1, at most 64). Compare-and-set needs only the latest.
+	KVHistory int
+}
+
+// DefaultConfig returns the configuration with every default filled in.
+func DefaultConfig() Config {
+	return Config{}.withDefaults()
+}
+
+func (c Config) withDefaults() Config {
+	if c.Prefix == "" {
+		c.Prefix = DefaultPrefix
+	}
+	if c.Replicas == 0 {
+		c.Replicas = DefaultReplicas
+	}
+	if c.TelemetryMaxAge == 0 {
+		c.TelemetryMaxAge = DefaultMaxAge
+	}
+	if c.VerdictsMaxAge == 0 {
+		c.VerdictsMaxAge = DefaultMaxAge
+	}
+	if c.DLQMaxAge == 0 {
+		c.DLQMaxAge = DefaultMaxAge
+	}
+	if c.Duplicates == 0 {
+		c.Duplicates = DefaultDuplicates
+	}
+	if c.Durable == "" {
+		c.Durable = c.Prefix + "-workers"
+	}
+	if c.AckWait == 0 {
+		c.AckWait = DefaultAckWait
+	}
+	if c.MaxDeliver == 0 {
+		c.MaxDeliver = DefaultMaxDeliver
+	}
+	if c.MaxAckPending == 0 {
+		c.MaxAckPending = DefaultMaxAckPending
+	}
+	if c.KVHistory == 0 {
+		c.KVHistory = DefaultKVHistory
+	}
+	return c
+}
+
+var (
+	prefixRE  = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
+	durableRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+)
+
+// Validate reports the first setting that cannot work, wrapping
+// ErrInvalidConfig. Zero fields are valid: they take their defaults.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	switch {
+	case !prefixRE.MatchString(c.Prefix):
+		return fmt.Errorf("%w: prefix %q: want lower-case letters, digits, '-' or '_', starting with a letter", ErrInvalidConfig, c.Prefix)
+	case c.Replicas < 1 || c.Replicas > 5:
+		return fmt.Errorf("%w: replicas %d: want 1 to 5", ErrInvalidConfig, c.Replicas)
+	case c.Duplicates < 0:
+		return fmt.Errorf("%w: duplicates %s: want positive", ErrInvalidConfig, c.Duplicates)
+	case !durableRE.MatchString(c.Durable):
+		return fmt.Errorf("%w: durable %q: want letters, digits, '-' or '_'", ErrInvalidConfig, c.Durable)
+	case c.AckWait < 0:
+		return fmt.Errorf("%w: ack wait %s: want positive", ErrInvalidConfig, c.AckWait)
+	case c.MaxDeliver < 1:
+		return fmt.Errorf("%w: max deliver %d: want at least 1", ErrInvalidConfig, c.MaxDeliver)
+	case c.MaxAckPending < 1:
+		return fmt.Errorf("%w: max ack pending %d: want at least 1", ErrInvalidConfig, c.MaxAckPending)
+	case c.KVHistory < 1 || c.KVHistory > 64:
+		return fmt.Errorf("%w: kv history %d: want 1 to 64", ErrInvalidConfig, c.KVHistory)
+	}
+	for _, s := range []struct {
+		name   string
+		maxAge time.Duration
+	}{
+		{"telemetry", c.TelemetryMaxAge},
+		{"verdicts", c.VerdictsMaxAge},
+		{"dlq", c.DLQMaxAge},
+	} {
+		if s.maxAge > 0 && s.maxAge < c.Duplicates {
+			return fmt.Errorf("%w: %s max age %s is shorter than the duplicate window %s", ErrInvalidConfig, s.name, s.maxAge, c.Duplicates)
+		}
+	}
+	return nil
+}
+
+// TelemetryStream is the name of the input stream (TOOLSENTRY_TELEMETRY).
+func (c Config) TelemetryStream() string { return c.streamName("TELEMETRY") }
+
+// VerdictsStream is the name of the verdict stream (TOOLSENTRY_VERDICTS).
+func (c Config) VerdictsStream() string { return c.streamName("VERDICTS") }
+
+// DLQStream is the name of the dead-letter stream (TOOLSENTRY_DLQ).
+func (c Config) DLQStream() string { return c.streamName("DLQ") }
+
+func (c Config) streamName(suffix string) string {
+	p := c.withDefaults().Prefix
+	return strings.ToUpper(strings.ReplaceAll(p, "-", "_")) + "_" + suffix
+}
+
+// TelemetrySubjects is the subject filter of the telemetry stream
+// (toolsentry.telemetry.>).
+func (c Config) TelemetrySubjects() string { return c.TelemetryPrefix() + ".>" }
+
+// TelemetryPrefix is the subject prefix of telemetry (toolsentry.telemetry).
+func (c Config) TelemetryPrefix() string { return c.withDefaults().Prefix + ".telemetry" }
+
+// VerdictsPrefix is the subject prefix of verdicts (toolsentry.verdicts).
+func (c Config) VerdictsPrefix() string { return c.withDefaults().Prefix + ".verdicts" }
+
+// DLQPrefix is the subject prefix of dead letters (toolsentry.dlq).
+func (c Config) DLQPrefix() string { return c.withDefaults().Prefix + ".dlq" }
+
+// DeadLetterSubject maps an input subject to its dead-letter subject:
+// toolsentry.telemetry.invocation.k becomes toolsentry.dlq.invocation.k, and
+// a subject outside the telemetry prefix is appended whole under the DLQ
+// prefix.
+func (c Config) DeadLetterSubject(original string) string {
+	rest, ok := strings.CutPrefix(original, c.TelemetryPrefix()+".")
+	if !ok {
+		rest = original
+	}
+	return c.DLQPrefix() + "." + rest
+}
+
+// BaselinesBucket is the bucket of tool schema baselines
+// (toolsentry-baselines).
+func (c Config) BaselinesBucket() string { return c.withDefaults().Prefix + "-baselines" }
+
+// UsageBucket is the bucket of the fields agents use per tool
+// (toolsentry-usage).
+func (c Config) UsageBucket() string { return c.withDefaults().Prefix + "-usage" }
+
+// QualityBucket is the bucket of tool quality (toolsentry-quality).
+func (c Config) QualityBucket() string { return c.withDefaults().Prefix + "-quality" }
+
+// WorkflowsBucket is the bucket of workflow compositions
+// (toolsentry-workflows).
+func (c Config) WorkflowsBucket() string { return c.withDefaults().Prefix + "-workflows" }
+
+// DirectivesBucket is the bucket of operator directives
+// (toolsentry-directives).
+func (c Config) DirectivesBucket() string { return c.withDefaults().Prefix + "-directives" }
+
+// Resources are the handles Provision created or updated.
+type Resources struct {
+	Config     Config // with defaults applied
+	Telemetry  jetstream.Stream
+	Verdicts   jetstream.Stream
+	DLQ        jetstream.Stream
+	Consumer   jetstream.Consumer // the durable pull consumer on Telemetry
+	Baselines  jetstream.KeyValue
+	Usage      jetstream.KeyValue
+	Quality    jetstream.KeyValue
+	Workflows  jetstream.KeyValue
+	Directives jetstream.KeyValue
+}
+
+// Provision creates the streams, the durable consumer and the KV buckets of
+// cfg, or updates them to cfg if they exist. It is idempotent and safe to
+// run from several workers at once; every process runs it at start.
+func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) (*Resources, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	res := &Resources{Config: cfg}
+
+	streams := []struct {
+		dst      *jetstream.Stream
+		name     string
+		subjects string
+		maxAge   time.Duration
+		desc     string
+	}{
+		{&res.Telemetry, cfg.TelemetryStream(), cfg.TelemetrySubjects(), cfg.TelemetryMaxAge, "toolsentry input: agents' tool-call telemetry (audit log)"},
+		{&res.Verdicts, cfg.VerdictsStream(), cfg.VerdictsPrefix() + ".>", cfg.VerdictsMaxAge, "toolsentry output: guard verdicts"},
+		{&res.DLQ, cfg.DLQStream(), cfg.DLQPrefix() + ".>", cfg.DLQMaxAge, "toolsentry dead letters: original bytes and reason headers"},
+	}
+	for _, s := range streams {
+		st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name:        s.name,
+			Description: s.desc,
+			Subjects:    []string{s.subjects},
+			Retention:   jetstream.LimitsPolicy,
+			Discard:     jetstream.DiscardOld,
+			Storage:     jetstream.FileStorage,
+			Replicas:    cfg.Replicas,
+			MaxAge:      max(s.maxAge, 0),
+			Duplicates:  cfg.Duplicates,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("provisioning stream %s: %w", s.name, err)
+		}
+		*s.dst = st
+	}
+
+	cons, err := res.Telemetry.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:       cfg.Durable,
+		Description:   "toolsentry workers: guards over telemetry",
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       cfg.AckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: cfg.MaxAckPending,
+		FilterSubject: cfg.TelemetrySubjects(),
+		Metadata:      map[string]string{MaxDeliverMetadata: strconv.Itoa(cfg.MaxDeliver)},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("provisioning consumer %s on %s: %w", cfg.Durable, cfg.TelemetryStream(), err)
+	}
+	res.Consumer = cons
+
+	buckets := []struct {
+		dst  *jetstream.KeyValue
+		name string
+		desc string
+	}{
+		{&res.Baselines, cfg.BaselinesBucket(), "toolsentry state: tool schema baselines"},
+		{&res.Usage, cfg.UsageBucket(), "toolsentry state: fields agents use per tool"},
+		{&res.Quality, cfg.QualityBucket(), "toolsentry state: tool quality"},
+		{&res.Workflows, cfg.WorkflowsBucket(), "toolsentry state: workflow compositions"},
+		{&res.Directives, cfg.DirectivesBucket(), "toolsentry state: operator directives"},
+	}
+	for _, b := range buckets {
+		kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:      b.name,
+			Description: b.desc,
+			History:     uint8(cfg.KVHistory),
+			Storage:     jetstream.FileStorage,
+			Replicas:    cfg.Replicas,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("provisioning bucket %s: %w", b.name, err)
+		}
+		*b.dst = kv
+	}
+	return res, nil
+}

@@ -1,0 +1,302 @@
+package consumer
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+)
+
+// Defaults of ViewOptions.
+const (
+	DefaultProbeInterval = 5 * time.Second
+	DefaultMaxAttempts   = 16
+)
+
+// ViewOptions tune a View. Zero fields take defaults.
+type ViewOptions struct {
+	// ProbeInterval is how often the view asks the bucket for its last
+	// revision to learn whether the watch is caught up (default 5s;
+	// negative disables probing, and then only watch updates refresh the
+	// view's freshness).
+	ProbeInterval time.Duration
+	// MaxAttempts bounds the compare-and-set attempts of one Update
+	// (default 16).
+	MaxAttempts int
+}
+
+// Entry is a key's value and the revision it was written at.
+type Entry struct {
+	Key      string
+	Value    []byte
+	Revision uint64
+}
+
+// MergeFunc computes the value to write from the current one (found is
+// false if the key has no value). It may be called several times, once per
+// conflict, and must not have side effects. current is the caller's own
+// copy. Returning ErrNoChange writes nothing; any other error aborts.
+type MergeFunc func(current []byte, found bool) ([]byte, error)
+
+type viewEntry struct {
+	value   []byte
+	rev     uint64
+	deleted bool
+}
+
+// View is a local copy of a KV bucket kept current by a watch: the hot path
+// reads it from memory, never with a round trip. Its own writes
+// (CompareAndSet, Update) are visible immediately; a watch update older than
+// the revision the view already holds for a key is ignored. All methods are
+// safe for concurrent use.
+type View struct {
+	kv   jetstream.KeyValue
+	opts ViewOptions
+
+	mu       sync.RWMutex
+	entries  map[string]viewEntry // including tombstones, for their revision
+	watchRev uint64               // highest revision the watch delivered
+	fresh    time.Time            // last time the view was known caught up
+
+	ready     chan struct{}
+	readyOnce sync.Once
+	cancel    context.CancelFunc
+	done      chan struct{}
+}
+
+// NewView starts watching every key of kv and returns at once; Ready is
+// closed when the initial values are loaded. The view follows the bucket
+// until Close is called or ctx is cancelled.
+func NewView(ctx context.Context, kv jetstream.KeyValue, opts ViewOptions) (*View, error) {
+	if opts.ProbeInterval == 0 {
+		opts.ProbeInterval = DefaultProbeInterval
+	}
+	if opts.MaxAttempts == 0 {
+		opts.MaxAttempts = DefaultMaxAttempts
+	}
+	if opts.MaxAttempts < 1 {
+		return nil, fmt.Errorf("%w: view max attempts %d: want at least 1", ErrInvalidConfig, opts.MaxAttempts)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	w, err := kv.WatchAll(wctx)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("watching bucket %s: %w", kv.Bucket(), err)
+	}
+	v := &View{
+		kv:      kv,
+		opts:    opts,
+		entries: make(map[string]viewEntry),
+		ready:   make(chan struct{}),
+		cancel:  cancel,
+		done:    make(chan struct{}),
+	}
+	go v.follow(wctx, w)
+	return v, nil
+}
+
+func (v *View) follow(ctx context.Context, w jetstream.KeyWatcher) {
+	defer close(v.done)
+	defer func() { _ = w.Stop() }()
+	log := zerolog.Ctx(ctx).With().Str("bucket", v.kv.Bucket()).Logger()
+	var probe <-chan time.Time
+	if v.opts.ProbeInterval > 0 {
+		t := time.NewTicker(v.opts.ProbeInterval)
+		defer t.Stop()
+		probe = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-w.Updates():
+			if !ok {
+				log.Warn().Msg("bucket watch ended; the view no longer follows the bucket")
+				return
+			}
+			if e == nil {
+				v.mu.Lock()
+				v.fresh = time.Now()
+				v.mu.Unlock()
+				v.readyOnce.Do(func() { close(v.ready) })
+				continue
+			}
+			v.apply(e.Key(), e.Value(), e.Revision(), e.Operation() != jetstream.KeyValuePut, true)
+		case <-probe:
+			v.probe(ctx, &log)
+		}
+	}
+}
+
+// apply records a value (or a tombstone) unless the view already holds the
+// key at the same or a newer revision.
+func (v *View) apply(key string, value []byte, rev uint64, deleted, fromWatch bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if fromWatch {
+		v.watchRev = max(v.watchRev, rev)
+		v.fresh = time.Now()
+	}
+	if cur, ok := v.entries[key]; ok && cur.rev >= rev {
+		return
+	}
+	if deleted {
+		value = nil
+	}
+	v.entries[key] = viewEntry{value: value, rev: rev, deleted: deleted}
+}
+
+// probe marks the view fresh if the watch has delivered the bucket's last
+// revision.
+func (v *View) probe(ctx context.Context, log *zerolog.Logger) {
+	pctx, cancel := context.WithTimeout(ctx, max(v.opts.ProbeInterval, time.Second))
+	defer cancel()
+	st, err := v.kv.Status(pctx)
+	if err != nil {
+		log.Debug().Err(err).Msg("bucket status probe failed")
+		return
+	}
+	si, ok := st.(interface{ StreamInfo() *jetstream.StreamInfo })
+	if !ok || si.StreamInfo() == nil {
+		return
+	}
+	last := si.StreamInfo().State.LastSeq
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.watchRev >= last {
+		v.fresh = time.Now()
+	}
+}
+
+// Ready is closed once the initial values of the bucket are loaded.
+func (v *View) Ready() <-chan struct{} { return v.ready }
+
+// WaitReady waits until the initial values are loaded, ctx ends (its error)
+// or the view stops following the bucket (ErrViewClosed).
+func (v *View) WaitReady(ctx context.Context) error {
+	select {
+	case <-v.ready:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-v.done:
+		select {
+		case <-v.ready:
+			return nil
+		default:
+			return fmt.Errorf("bucket %s: %w", v.kv.Bucket(), ErrViewClosed)
+		}
+	}
+}
+
+// Staleness is the time since the view was last known to be caught up with
+// the bucket: since the last watch update, or the last probe that found
+// nothing newer in the bucket than the watch had delivered. Before the
+// initial values are loaded it is the time since the zero time (large).
+func (v *View) Staleness() time.Duration {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return time.Since(v.fresh)
+}
+
+// Get returns a copy of the key's current value from memory.
+func (v *View) Get(key string) (Entry, bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	e, ok := v.entries[key]
+	if !ok || e.deleted {
+		return Entry{}, false
+	}
+	return Entry{Key: key, Value: bytes.Clone(e.value), Revision: e.rev}, true
+}
+
+// Len is the number of keys with a value.
+func (v *View) Len() int {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	n := 0
+	for _, e := range v.entries {
+		if !e.deleted {
+			n++
+		}
+	}
+	return n
+}
+
+// CompareAndSet writes value to key if the key is still at lastRevision (0:
+// if the key has no value, also after a delete), and returns the new
+// revision, which the view holds at once. If another writer came first it
+// returns an error matching ErrConflict and the jetstream error
+// (jetstream.ErrKeyExists or jetstream.ErrKeyRevisionMismatch).
+func (v *View) CompareAndSet(ctx context.Context, key string, value []byte, lastRevision uint64) (uint64, error) {
+	var rev uint64
+	var err error
+	if lastRevision == 0 {
+		rev, err = v.kv.Create(ctx, key, value)
+	} else {
+		rev, err = v.kv.Update(ctx, key, value, lastRevision)
+	}
+	if err != nil {
+		if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return 0, fmt.Errorf("writing %s/%s at revision %d: %w: %w", v.kv.Bucket(), key, lastRevision, ErrConflict, err)
+		}
+		return 0, fmt.Errorf("writing %s/%s: %w", v.kv.Bucket(), key, err)
+	}
+	v.apply(key, bytes.Clone(value), rev, false, false)
+	return rev, nil
+}
+
+// Update applies merge to the key's current value and writes the result
+// with compare-and-set. On a conflict it re-reads the key from the bucket
+// and merges again, up to ViewOptions.MaxAttempts times, so that concurrent
+// writers never lose an update. It returns the entry as written (or the
+// current one if merge returned ErrNoChange).
+func (v *View) Update(ctx context.Context, key string, merge MergeFunc) (Entry, error) {
+	cur, found := v.Get(key)
+	cur.Key = key
+	for attempt := 1; ; attempt++ {
+		next, err := merge(cur.Value, found)
+		if errors.Is(err, ErrNoChange) {
+			return cur, nil
+		}
+		if err != nil {
+			return Entry{}, err
+		}
+		var last uint64
+		if found {
+			last = cur.Revision
+		}
+		rev, err := v.CompareAndSet(ctx, key, next, last)
+		if err == nil {
+			return Entry{Key: key, Value: next, Revision: rev}, nil
+		}
+		if !errors.Is(err, ErrConflict) {
+			return Entry{}, err
+		}
+		if attempt >= v.opts.MaxAttempts {
+			return Entry{}, fmt.Errorf("writing %s/%s: %w (%d attempts): %w", v.kv.Bucket(), key, ErrTooManyConflicts, attempt, err)
+		}
+		e, gerr := v.kv.Get(ctx, key)
+		switch {
+		case gerr == nil:
+			v.apply(key, e.Value(), e.Revision(), false, false)
+			cur, found = Entry{Key: key, Value: bytes.Clone(e.Value()), Revision: e.Revision()}, true
+		case errors.Is(gerr, jetstream.ErrKeyNotFound):
+			cur, found = Entry{Key: key}, false
+		default:
+			return Entry{}, fmt.Errorf("re-reading %s/%s after a conflict: %w", v.kv.Bucket(), key, gerr)
+		}
+	}
+}
+
+// Close stops following the bucket and waits for the watch to end. It is
+// idempotent.
+func (v *View) Close() {
+	v.cancel()
+	<-v.done
+}
