@@ -73,9 +73,10 @@ type Options struct {
 	// ShutdownTimeout bounds how long Close waits for in-flight handlers
 	// before it cancels them (default 10s).
 	ShutdownTimeout time.Duration
-	// DeadLetterSubject maps an input subject to its dead-letter subject
-	// (default DefaultConfig().DeadLetterSubject).
-	DeadLetterSubject func(subject string) string
+	// DeadLetterSubject maps an input subject and the reason code of its
+	// failure to the dead-letter subject (default: DefaultConfig's
+	// DeadLetterSubject, toolsentry.dlq.<reason>).
+	DeadLetterSubject func(subject, reason string) string
 	// DeadLetterTimeout bounds the dead-letter publish (default 5s).
 	DeadLetterTimeout time.Duration
 	// Observer receives metrics events (default: none).
@@ -108,7 +109,7 @@ func (o Options) withDefaults() Options {
 		o.ShutdownTimeout = 10 * time.Second
 	}
 	if o.DeadLetterSubject == nil {
-		o.DeadLetterSubject = DefaultConfig().DeadLetterSubject
+		o.DeadLetterSubject = func(_, reason string) string { return DefaultConfig().DeadLetterSubject(reason) }
 	}
 	if o.DeadLetterTimeout == 0 {
 		o.DeadLetterTimeout = 5 * time.Second
@@ -713,7 +714,7 @@ func (e *Engine) retry(it *item, delivered uint64) {
 func (e *Engine) deadLetter(ctx context.Context, it *item, delivered uint64, reason string, cause error) Outcome {
 	m := it.m
 	dm := &nats.Msg{
-		Subject: e.opts.DeadLetterSubject(m.Subject),
+		Subject: e.opts.DeadLetterSubject(m.Subject, reason),
 		Data:    m.Data,
 		Header:  make(nats.Header, len(m.Header)+8),
 	}

@@ -226,7 +226,7 @@ func TestPermanentErrorDeadLettersOriginal(t *testing.T) {
 	dl := f.waitDeadLetters(1)[0]
 	f.waitSettled()
 
-	if got, want := dl.Subject, "toolsentry.dlq.invocation.search"; got != want {
+	if got, want := dl.Subject, "toolsentry.dlq.decode_invalid_json"; got != want {
 		t.Errorf("dead letter subject = %q, want %q", got, want)
 	}
 	if diff := cmp.Diff(body, dl.Data); diff != "" {
@@ -656,11 +656,11 @@ func TestDeadLetterPublishFailureNaks(t *testing.T) {
 		return consumer.Permanent("bad_input", nil)
 	}}
 	opts := testOptions()
-	opts.DeadLetterSubject = func(subject string) string {
+	opts.DeadLetterSubject = func(subject, reason string) string {
 		if broken.Load() {
 			return "nowhere.dlq" // no stream: the publish fails
 		}
-		return f.res.Config.DeadLetterSubject(subject)
+		return f.res.Config.DeadLetterSubject(reason)
 	}
 	opts.DeadLetterTimeout = 200 * time.Millisecond
 	var outcomes sync.Map

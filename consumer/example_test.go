@@ -90,8 +90,10 @@ func Example() {
 func ExampleConfig_DeadLetterSubject() {
 	cfg := consumer.Config{Prefix: "acme"}
 	fmt.Println(cfg.TelemetryStream(), cfg.DLQStream())
-	fmt.Println(cfg.DeadLetterSubject("acme.telemetry.schema.search"))
+	fmt.Println(cfg.DeadLetterSubject("schema_invalid"))
+	fmt.Println(cfg.DeadLetterSubject("Not A Token"))
 	// Output:
 	// ACME_TELEMETRY ACME_DLQ
-	// acme.dlq.schema.search
+	// acme.dlq.schema_invalid
+	// acme.dlq.permanent
 }

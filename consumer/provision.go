@@ -187,16 +187,18 @@ func (c Config) VerdictsPrefix() string { return c.withDefaults().Prefix + ".ver
 // DLQPrefix is the subject prefix of dead letters (toolsentry.dlq).
 func (c Config) DLQPrefix() string { return c.withDefaults().Prefix + ".dlq" }
 
-// DeadLetterSubject maps an input subject to its dead-letter subject:
-// toolsentry.telemetry.invocation.k becomes toolsentry.dlq.invocation.k, and
-// a subject outside the telemetry prefix is appended whole under the DLQ
-// prefix.
-func (c Config) DeadLetterSubject(original string) string {
-	rest, ok := strings.CutPrefix(original, c.TelemetryPrefix()+".")
-	if !ok {
-		rest = original
+// DeadLetterSubject is the subject of a dead letter with the given reason
+// code: toolsentry.dlq.<reason>, so that an operator subscribes to one kind
+// of failure ("toolsentry.dlq.schema_invalid"); the original subject, stream
+// sequence and error are in the headers. A reason that is not a plain
+// lower-case token ([a-z0-9_]) is filed under "permanent".
+func (c Config) DeadLetterSubject(reason string) string {
+	if reason == "" || strings.IndexFunc(reason, func(r rune) bool {
+		return (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '_'
+	}) >= 0 {
+		reason = ReasonPermanent
 	}
-	return c.DLQPrefix() + "." + rest
+	return c.DLQPrefix() + "." + reason
 }
 
 // BaselinesBucket is the bucket of tool schema baselines

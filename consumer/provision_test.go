@@ -47,13 +47,13 @@ func TestConfigNames(t *testing.T) {
 		return []string{
 			c.TelemetryStream(), c.VerdictsStream(), c.DLQStream(), c.TelemetrySubjects(),
 			c.BaselinesBucket(), c.UsageBucket(), c.QualityBucket(), c.WorkflowsBucket(), c.DirectivesBucket(),
-			c.DeadLetterSubject("toolsentry.telemetry.schema.search"), c.DeadLetterSubject("elsewhere.x"),
+			c.DeadLetterSubject("schema_invalid"), c.DeadLetterSubject("bad.reason"),
 		}
 	}
 	want := []string{
 		"TOOLSENTRY_TELEMETRY", "TOOLSENTRY_VERDICTS", "TOOLSENTRY_DLQ", "toolsentry.telemetry.>",
 		"toolsentry-baselines", "toolsentry-usage", "toolsentry-quality", "toolsentry-workflows", "toolsentry-directives",
-		"toolsentry.dlq.schema.search", "toolsentry.dlq.elsewhere.x",
+		"toolsentry.dlq.schema_invalid", "toolsentry.dlq.permanent",
 	}
 	if diff := cmp.Diff(want, got(consumer.Config{})); diff != "" {
 		t.Errorf("default names (-want +got):\n%s", diff)
