@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
 )
 
@@ -181,3 +182,7 @@ type WorkflowRecord struct {
 	// DeclaredSeq is the stream sequence of the declaration applied.
 	DeclaredSeq uint64 `json:"declared_seq"`
 }
+
+// Key is the KV key of a record: its ids (tool; tool and agent; or
+// composition) each encoded as a token (events.KVKey) and joined by dots.
+func Key(ids ...string) (string, error) { return events.KVKey(ids...) }
