@@ -28,6 +28,10 @@ type ViewOptions struct {
 	// MaxAttempts bounds the compare-and-set attempts of one Update
 	// (default 16).
 	MaxAttempts int
+	// OnChange, when set, is called after a key gains a value (present) or
+	// loses it, from the watch or from the view's own writes, outside the
+	// view's lock; it must not block. Callers keep indexes with it.
+	OnChange func(key string, present bool)
 }
 
 // Entry is a key's value and the revision it was written at.
@@ -137,18 +141,37 @@ func (v *View) follow(ctx context.Context, w jetstream.KeyWatcher) {
 // key at the same or a newer revision.
 func (v *View) apply(key string, value []byte, rev uint64, deleted, fromWatch bool) {
 	v.mu.Lock()
-	defer v.mu.Unlock()
 	if fromWatch {
 		v.watchRev = max(v.watchRev, rev)
 		v.fresh = time.Now()
 	}
 	if cur, ok := v.entries[key]; ok && cur.rev >= rev {
+		v.mu.Unlock()
 		return
 	}
 	if deleted {
 		value = nil
 	}
 	v.entries[key] = viewEntry{value: value, rev: rev, deleted: deleted}
+	v.mu.Unlock()
+	if v.opts.OnChange != nil {
+		v.opts.OnChange(key, !deleted)
+	}
+}
+
+// Refresh reads the key from the bucket into the view: after a conflict,
+// the view learns the other writer's value without waiting for the watch.
+func (v *View) Refresh(ctx context.Context, key string) error {
+	e, err := v.kv.Get(ctx, key)
+	switch {
+	case err == nil:
+		v.apply(key, bytes.Clone(e.Value()), e.Revision(), false, false)
+		return nil
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return nil // deleted: the watch delivers the tombstone
+	default:
+		return fmt.Errorf("reading %s/%s: %w", v.kv.Bucket(), key, err)
+	}
 }
 
 // probe marks the view fresh if the watch has delivered the bucket's last
@@ -213,6 +236,19 @@ func (v *View) Get(key string) (Entry, bool) {
 		return Entry{}, false
 	}
 	return Entry{Key: key, Value: bytes.Clone(e.value), Revision: e.rev}, true
+}
+
+// Revision returns the revision of the key's current value, without
+// copying the value: callers that cache what they decoded use it to know
+// whether their copy is current.
+func (v *View) Revision(key string) (uint64, bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	e, ok := v.entries[key]
+	if !ok || e.deleted {
+		return 0, false
+	}
+	return e.rev, true
 }
 
 // Len is the number of keys with a value.

@@ -18,7 +18,7 @@ func (c *Core) applyContract(st State, in Input) (Effects, error) {
 	ov := newOverlay(st)
 	q := &QualityRecord{ToolID: k.ToolID}
 	if prev, ok := st.Quality(k.ToolID); ok {
-		if prev.LastSeq >= in.Seq {
+		if prev.Contract != nil && prev.Contract.Seq >= in.Seq {
 			return eff, nil // applied before this redelivery
 		}
 		q = cloneQuality(prev)
@@ -31,7 +31,6 @@ func (c *Core) applyContract(st State, in Input) (Effects, error) {
 		EventID:                 in.Event.ID,
 		Seq:                     in.Seq,
 	}
-	q.LastSeq = in.Seq
 	ov.write(&eff, Write{Bucket: Quality, IDs: []string{k.ToolID}, Record: q})
 	return eff, c.reevaluate(ov, in, k.ToolID, &eff)
 }

@@ -177,3 +177,20 @@ func cloneWorkflow(r *WorkflowRecord) *WorkflowRecord {
 	}
 	return &c
 }
+
+// CompositionLane is the ordering key of every contract and workflow
+// declaration (see OrderingKey). It cannot collide with a tool's key: keys
+// are subject tokens, which never hold a space.
+const CompositionLane = "composition lane"
+
+// OrderingKey returns the key whose events must be applied in stream order
+// with this one, from the telemetry subject's kind and key tokens:
+// contracts and workflows share CompositionLane, every other kind is
+// ordered by its subject key (the tool).
+func OrderingKey(kindToken, keyToken string) string {
+	switch kindToken {
+	case "contract", "workflow":
+		return CompositionLane
+	}
+	return keyToken
+}

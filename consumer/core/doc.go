@@ -14,8 +14,11 @@
 // them; each record remembers the stream sequence it last applied, so that a
 // redelivered input changes no state twice.
 //
-// Order: events of one key (a tool, or a composition) are applied in stream
-// order by the caller. Composition verdicts that another key's event
-// triggers (a contract, measured outcomes) read the workflows and the
-// qualities as they stand when that event is applied.
+// Order: the caller applies the events of one ordering key in stream order
+// (OrderingKey): schema observations and invocations by tool; contracts and
+// workflow declarations all in one composition lane, because a workflow's
+// verdict depends on the contracts of every tool it calls, so those two
+// kinds must see each other in stream order. Measured outcomes reach the
+// workflows every Options.QualityEvery outcomes of a tool, from the tool's
+// lane: that re-evaluation reads the workflows as they stand when it runs.
 package core

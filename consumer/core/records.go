@@ -158,7 +158,10 @@ type QualityRecord struct {
 	// succeeded (correct when the agent said so, else status ok).
 	Calls     int64 `json:"calls"`
 	Successes int64 `json:"successes"`
-	// LastSeq is the stream sequence of the last event counted or stored.
+	// LastSeq is the stream sequence of the last invocation counted. The
+	// contract has its own (Contract.Seq): contracts are applied in the
+	// composition lane, invocations in the tool's, so their sequences
+	// interleave.
 	LastSeq uint64 `json:"last_seq"`
 }
 

@@ -1,0 +1,143 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
+	"github.com/toolsentry/toolsentry/consumer/core"
+	"github.com/toolsentry/toolsentry/events"
+	"github.com/toolsentry/toolsentry/publisher"
+)
+
+// VerdictObserver is told of every verdict the processor stored, for
+// metrics. Labels are low-cardinality: guard and verdict name, never a tool
+// or agent id.
+type VerdictObserver interface {
+	OnVerdict(guard, verdict string, duplicate bool)
+}
+
+// ProcessorOptions configure a Processor.
+type ProcessorOptions struct {
+	// Names are the subjects and buckets (default prefix toolsentry).
+	Names events.Names
+	// Core tunes the decision step (Names is taken from above).
+	Core core.Options
+	// ConflictAttempts bounds how often one input is applied again after a
+	// compare-and-set conflict on its state before the conflict is treated
+	// as a transient failure (default 5).
+	ConflictAttempts int
+	// Verdicts is told of every verdict stored (default: nobody).
+	Verdicts VerdictObserver
+}
+
+// Processor is the Handler that turns telemetry into verdicts: decode the
+// CloudEvent, apply the core to the store's state, publish the verdicts and
+// wait for their acknowledgements, then write the state. The engine acks the
+// input only after Handle returns nil.
+//
+//	decode ─ bad ──────────────────────────────▶ Permanent(reason): dead letter
+//	   │
+//	core.Apply(state) ─ bad ───────────────────▶ Permanent(reason): dead letter
+//	   │
+//	publish verdicts, await PubAcks ─ failed ──▶ transient: nak, retried
+//	   │
+//	write state (compare-and-set) ─ conflict ──▶ apply again on fresh state
+//	   │
+//	nil: the engine acks
+type Processor struct {
+	opts  ProcessorOptions
+	core  *core.Core
+	store *Store
+	pub   *publisher.Publisher
+}
+
+// NewProcessor returns a processor over the store, publishing with pub.
+func NewProcessor(store *Store, pub *publisher.Publisher, opts ProcessorOptions) *Processor {
+	if opts.ConflictAttempts <= 0 {
+		opts.ConflictAttempts = 5
+	}
+	opts.Core.Names = opts.Names
+	return &Processor{opts: opts, core: core.New(opts.Core), store: store, pub: pub}
+}
+
+// Handle implements Handler.
+func (p *Processor) Handle(ctx context.Context, m *Message) error {
+	ev, err := p.opts.Names.Decode(m.Subject, m.Header, m.Data)
+	if err != nil {
+		return permanent(err)
+	}
+	for attempt := 1; ; attempt++ {
+		tx := p.store.Begin()
+		eff, err := p.core.Apply(tx, core.Input{Event: ev, Subject: m.Subject, Seq: m.StreamSeq})
+		if terr := tx.Err(); terr != nil {
+			return terr // the state cannot be read: retried, then dead-lettered
+		}
+		if err != nil {
+			return permanent(err)
+		}
+		if err := p.publish(ctx, eff.Verdicts); err != nil {
+			return err
+		}
+		err = tx.Commit(ctx, eff.Writes)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, ErrConflict) || attempt >= p.opts.ConflictAttempts {
+			return fmt.Errorf("writing state of %s: %w", m.Subject, err)
+		}
+		zerolog.Ctx(ctx).Debug().Uint64("seq", m.StreamSeq).Int("attempt", attempt).Msg("state changed under the input; applying it again")
+	}
+}
+
+// publish stores the verdicts and waits for every acknowledgement.
+func (p *Processor) publish(ctx context.Context, verdicts []events.Message) error {
+	if len(verdicts) == 0 {
+		return nil
+	}
+	b := p.pub.NewBatch()
+	for _, v := range verdicts {
+		if err := b.Publish(ctx, v.Subject, v.ID, nats.Header(v.Header), v.Data); err != nil {
+			return fmt.Errorf("publishing verdict %s: %w", v.ID, err)
+		}
+	}
+	res, err := b.Wait(ctx)
+	if err != nil {
+		return fmt.Errorf("storing %d verdicts: %w", len(verdicts), err)
+	}
+	if o := p.opts.Verdicts; o != nil {
+		dups := res.Duplicates
+		for _, v := range verdicts {
+			guard, verdict := verdictLabels(v.Subject)
+			o.OnVerdict(guard, verdict, dups > 0)
+			dups--
+		}
+	}
+	return nil
+}
+
+// verdictLabels reads guard and verdict from a verdict subject
+// (<prefix>.verdicts.<guard>.<verdict>.<key>).
+func verdictLabels(subject string) (guard, verdict string) {
+	_, rest, _ := strings.Cut(subject, ".verdicts.")
+	parts := strings.SplitN(rest, ".", 3)
+	if len(parts) < 2 {
+		return "unknown", "unknown"
+	}
+	return parts[0], parts[1]
+}
+
+// permanent marks bad input with its dead-letter reason.
+func permanent(err error) error {
+	if r, ok := events.ReasonFor(err); ok {
+		return Permanent(string(r), err)
+	}
+	if errors.Is(err, core.ErrUnsupported) {
+		return Permanent(string(events.ReasonUnknownType), err)
+	}
+	return Permanent(ReasonPermanent, err)
+}

@@ -1,0 +1,111 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/toolsentry/toolsentry/consumer/core"
+	"github.com/toolsentry/toolsentry/events"
+	"github.com/toolsentry/toolsentry/publisher"
+)
+
+// ServiceOptions configure a Service: the NATS resources, the engine, the
+// processor, the state views and the verdict publisher.
+type ServiceOptions struct {
+	Config    Config
+	Engine    Options
+	Processor ProcessorOptions
+	Views     ViewOptions
+	Publisher publisher.Options
+}
+
+// Service is a running toolsentry worker: resources provisioned, state
+// views loaded, the processor consuming. `toolsentry serve` runs one; tests
+// and the benchmark run them in-process.
+type Service struct {
+	Resources *Resources
+	Store     *Store
+	Engine    *Engine
+
+	pub      *publisher.Publisher
+	ready    atomic.Bool
+	stopping atomic.Bool
+}
+
+// StartService provisions the resources on nc, loads the state views and
+// builds the engine. Call Run to consume.
+func StartService(ctx context.Context, nc *nats.Conn, opts ServiceOptions) (*Service, error) {
+	names, err := events.NewNames(opts.Config.withDefaults().Prefix)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	opts.Processor.Names = names
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("creating jetstream context: %w", err)
+	}
+	res, err := Provision(ctx, js, opts.Config)
+	if err != nil {
+		return nil, err
+	}
+	store, err := OpenStore(ctx, res, opts.Views)
+	if err != nil {
+		return nil, fmt.Errorf("loading state: %w", err)
+	}
+	pub, err := publisher.New(nc, opts.Publisher)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	proc := NewProcessor(store, pub, opts.Processor)
+	if opts.Engine.Key == nil {
+		opts.Engine.Key = func(m *Message) string { return core.OrderingKey(KindToken(m), LastToken(m)) }
+	}
+	if opts.Engine.DeadLetterSubject == nil {
+		cfg := res.Config
+		opts.Engine.DeadLetterSubject = func(_, reason string) string { return cfg.DeadLetterSubject(reason) }
+	}
+	eng, err := New(js, res.Consumer, proc, opts.Engine)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	s := &Service{Resources: res, Store: store, Engine: eng, pub: pub}
+	s.ready.Store(true)
+	zerolog.Ctx(ctx).Info().Str("stream", res.Config.TelemetryStream()).Str("consumer", res.Config.Durable).Msg("streams, buckets and consumer ready")
+	return s, nil
+}
+
+// Run consumes until ctx is cancelled or Close is called; see Engine.Run.
+func (s *Service) Run(ctx context.Context) error {
+	err := s.Engine.Run(ctx)
+	if errors.Is(err, ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// Ready reports whether the service consumes and is not shutting down: the
+// answer of /readyz.
+func (s *Service) Ready() bool { return s.ready.Load() && !s.stopping.Load() }
+
+// Close shuts down in order: readiness off, the engine drained (in-flight
+// handlers finish under the engine's ShutdownTimeout, which also covers
+// their pending publishes), then the state views. It is idempotent.
+func (s *Service) Close() error {
+	if s.stopping.Swap(true) {
+		return nil
+	}
+	err := s.Engine.Close()
+	s.Store.Close()
+	if errors.Is(err, ErrClosed) {
+		err = nil
+	}
+	return err
+}
