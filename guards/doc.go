@@ -1,7 +1,9 @@
 // Package guards holds toolsentry's decision logic: pure, deterministic
 // functions from values to a decision value. No I/O, no NATS, no clock, no
-// randomness: the same ordered input yields the same verdicts and digests,
-// which is what makes a replay of the telemetry stream an audit.
+// entropy: the same ordered input yields the same verdicts and digests,
+// which is what makes a replay of the telemetry stream an audit. (The Monte
+// Carlo bounds of measured quality draw from a PRNG with a fixed seed and a
+// fixed sample count: reproducible bit for bit, not random.)
 //
 // The two seed guards are EvaluateComposition (seed 000_918c771bac28ae93) and
 // EvaluateSchema (seed 001_e5cb5c1180e470b4). They reproduce the seeds'
@@ -12,6 +14,24 @@
 //
 //	m := guards.EvaluateComposition(comp, guards.CompositionPolicy{RequireSchemaCompatibility: true})
 //	// m.Verdict, m.ComposedQuality, m.Directive, m.ManifestDigest
+//
+// On top of the seeds:
+//
+//   - Tool schemas (toolschema_*.go): ParseToolDocument reads an MCP Tool, a
+//     tools/list result or a bare JSON Schema; Fingerprint hashes a
+//     normalised, RFC 8785 canonical form; DiffTools lists typed changes
+//     with their direction-aware breaking flag; EvaluateDrift joins the diff
+//     with an agent's used surface, decides with EvaluateSchema, and plans
+//     the MigrationPlan that rewrites the agent's payload. InputDeviations
+//     and ObservedInputTool judge what an agent still sends against the
+//     current schema (the seed's silent rename, seen from the agent's side).
+//   - Compositions (workflow*.go): ParseWorkflow and EvaluateWorkflow take
+//     chains, parallel blocks, k-of-n votes and conditionals, measured
+//     accuracies with confidence bounds, stage compatibility from JSON
+//     Schemas, and a failure-mode manifest; a plain chain gives exactly the
+//     seed's manifest.
+//   - DecodeStrict is the one strict JSON decoder for every input case:
+//     unknown, missing and mistyped fields are errors naming their path.
 package guards
 
 // Version names the decision logic that produced a verdict. Every verdict
