@@ -1,0 +1,348 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolsentry/toolsentry/consumer/core"
+)
+
+func init() {
+	register(&command{
+		name:    "baseline",
+		summary: "list, show, accept or reset the tools' baseline schemas",
+		usage:   baselineUsage,
+		run:     runBaseline,
+	})
+}
+
+const baselineUsage = `Usage: toolsentry baseline list [--json]
+       toolsentry baseline show TOOL
+       toolsentry baseline accept TOOL [--fingerprint FP]
+       toolsentry baseline reset TOOL --yes
+
+Operates on the baselines that ` + "`toolsentry serve`" + ` keeps per tool (KV bucket
+toolsentry-baselines): the schema version agents are judged against. When a
+tool's schema drifts on fields an agent uses, serve holds the baseline (a
+DRIFT_ON_USED_FIELDS verdict) until an operator accepts the new version.
+
+  list     one line per tool: its baseline and current fingerprints
+           (shortened), whether drift is held for acceptance, the current
+           version and the stream sequence of the last observation applied
+  show     the tool's record as indented JSON: baseline, current and recent
+           versions with their MCP Tool objects
+  accept   make the current version the baseline and release the hold. The
+           write is a compare-and-set on the record's revision, retried when
+           serve writes the record at the same time; if the current version
+           itself changes meanwhile, accept refuses (exit 1): look again and
+           re-run. A tool with nothing held is left as it is (exit 0).
+  reset    delete the record: the tool's next observation becomes its new
+           baseline (verdict NO_BASELINE) and any held drift is forgotten
+
+Exit status: 0 on success; 1 when the tool has no baseline ("no baseline for
+tool X"), the bucket does not exist (serve never ran with this prefix) or
+NATS cannot be reached; 2 on a usage error.
+
+Flags (they may come before or after the arguments):
+  --json             list: print a JSON array of {"tool_id",
+                     "baseline_fingerprint", "current_fingerprint", "held",
+                     "version", "last_seq", "revision"} (default: false)
+  --fingerprint FP   accept: accept only if the current version has this
+                     fingerprint, as shown by list or show (default: any)
+  --yes              reset: confirm the deletion (required)
+
+` + connFlagsHelp + `
+Examples:
+  toolsentry baseline list
+  toolsentry baseline accept crm.lookup
+  toolsentry baseline reset crm.lookup --yes
+`
+
+// errNoBaseline is returned for a tool without a baseline record.
+var errNoBaseline = errors.New("no baseline for tool")
+
+// maxAcceptAttempts bounds accept's compare-and-set attempts.
+const maxAcceptAttempts = 5
+
+func runBaseline(ctx context.Context, args []string, sio stdio) error {
+	fs := flag.NewFlagSet("baseline", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "")
+	fingerprint := fs.String("fingerprint", "", "")
+	yes := fs.Bool("yes", false, "")
+	conn := addConnFlags(fs)
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return usageErrorf("baseline needs a subcommand: list, show, accept or reset")
+	}
+	sub, pos := pos[0], pos[1:]
+	switch sub {
+	case "list":
+		if len(pos) != 0 {
+			return usageErrorf("baseline list takes no arguments, got %q", pos)
+		}
+	case "show", "accept", "reset":
+		if len(pos) != 1 {
+			return usageErrorf("baseline %s needs one TOOL, got %d", sub, len(pos))
+		}
+	default:
+		return usageErrorf("unknown baseline subcommand %q: want list, show, accept or reset", sub)
+	}
+	switch {
+	case *asJSON && sub != "list":
+		return usageErrorf("--json goes with baseline list")
+	case *fingerprint != "" && sub != "accept":
+		return usageErrorf("--fingerprint goes with baseline accept")
+	case *yes && sub != "reset":
+		return usageErrorf("--yes goes with baseline reset")
+	case sub == "reset" && !*yes:
+		return usageErrorf("baseline reset forgets the baseline of %s: its next observation becomes the new baseline (NO_BASELINE) and held drift is dropped; add --yes to do it", pos[0])
+	}
+	names, err := conn.names()
+	if err != nil {
+		return err
+	}
+	nc, js, err := conn.connect(ctx, "toolsentry baseline")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	kv, err := js.KeyValue(ctx, names.BaselinesBucket())
+	if err != nil {
+		return conn.notProvisioned(err, "bucket "+names.BaselinesBucket())
+	}
+	switch sub {
+	case "list":
+		return listBaselines(ctx, kv, *asJSON, sio)
+	case "show":
+		return showBaseline(ctx, kv, pos[0], sio.out)
+	case "accept":
+		msg, err := acceptBaseline(ctx, kv, pos[0], *fingerprint)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(sio.out, msg)
+		return nil
+	default:
+		msg, err := resetBaseline(ctx, kv, pos[0])
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(sio.out, msg)
+		return nil
+	}
+}
+
+// baselineSummary is one line of list.
+type baselineSummary struct {
+	ToolID              string `json:"tool_id"`
+	BaselineFingerprint string `json:"baseline_fingerprint"`
+	CurrentFingerprint  string `json:"current_fingerprint"`
+	Held                bool   `json:"held"`
+	Version             string `json:"version"`
+	LastSeq             uint64 `json:"last_seq"`
+	Revision            uint64 `json:"revision"`
+}
+
+func listBaselines(ctx context.Context, kv jetstream.KeyValue, asJSON bool, sio stdio) error {
+	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return fmt.Errorf("reading bucket %s: %w", kv.Bucket(), err)
+	}
+	defer func() { _ = w.Stop() }()
+	rows := []baselineSummary{}
+	bad := 0
+	for done := false; !done; {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok || e == nil { // nil: every current value delivered
+				done = true
+				break
+			}
+			var rec core.BaselineRecord
+			if err := json.Unmarshal(e.Value(), &rec); err != nil {
+				fmt.Fprintf(sio.err, "%s: key %s: not a baseline record: %v\n", kv.Bucket(), e.Key(), err)
+				bad++
+				continue
+			}
+			rows = append(rows, baselineSummary{
+				ToolID:              rec.ToolID,
+				BaselineFingerprint: rec.Baseline.Fingerprint,
+				CurrentFingerprint:  rec.Current.Fingerprint,
+				Held:                rec.Held,
+				Version:             rec.Current.Version,
+				LastSeq:             rec.LastSeq,
+				Revision:            e.Revision(),
+			})
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].ToolID < rows[j].ToolID })
+	if asJSON {
+		enc := json.NewEncoder(sio.out)
+		enc.SetEscapeHTML(false)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rows); err != nil {
+			return err
+		}
+	} else if err := writeBaselineTable(sio.out, rows); err != nil {
+		return err
+	}
+	if bad > 0 {
+		return errExit(1)
+	}
+	return nil
+}
+
+func writeBaselineTable(w io.Writer, rows []baselineSummary) error {
+	if len(rows) == 0 {
+		_, err := fmt.Fprintln(w, "no baselines yet: serve records one per tool at its first schema observation")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOOL\tBASELINE\tCURRENT\tHELD\tVERSION\tLAST SEQ")
+	for _, r := range rows {
+		cur := shortFingerprint(r.CurrentFingerprint)
+		if r.CurrentFingerprint == r.BaselineFingerprint {
+			cur = "(same)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", r.ToolID, shortFingerprint(r.BaselineFingerprint), cur,
+			yesNo(r.Held, "held", "-"), orDash(r.Version), r.LastSeq)
+	}
+	return tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// shortFingerprint keeps the algorithm and 12 hex digits.
+func shortFingerprint(fp string) string {
+	if fp == "" {
+		return "-"
+	}
+	alg, hex, ok := strings.Cut(fp, ":")
+	if !ok {
+		alg, hex = "", fp
+	} else {
+		alg += ":"
+	}
+	if len(hex) <= 12 {
+		return fp
+	}
+	return alg + hex[:12] + "…"
+}
+
+// getBaseline reads a tool's record and its entry.
+func getBaseline(ctx context.Context, kv jetstream.KeyValue, tool string) (jetstream.KeyValueEntry, core.BaselineRecord, error) {
+	key, err := core.Key(tool)
+	if err != nil {
+		return nil, core.BaselineRecord{}, usageErrorf("tool %q: %v", tool, err)
+	}
+	e, err := kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, core.BaselineRecord{}, fmt.Errorf("%w %s", errNoBaseline, tool)
+	}
+	if err != nil {
+		return nil, core.BaselineRecord{}, fmt.Errorf("reading the baseline of %s: %w", tool, err)
+	}
+	var rec core.BaselineRecord
+	if err := json.Unmarshal(e.Value(), &rec); err != nil {
+		return nil, core.BaselineRecord{}, fmt.Errorf("%s: key %s: not a baseline record: %w", kv.Bucket(), key, err)
+	}
+	return e, rec, nil
+}
+
+func showBaseline(ctx context.Context, kv jetstream.KeyValue, tool string, out io.Writer) error {
+	e, _, err := getBaseline(ctx, kv, tool)
+	if err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	if err := json.Indent(&b, e.Value(), "", "  "); err != nil {
+		return err
+	}
+	b.WriteByte('\n')
+	_, err = out.Write(b.Bytes())
+	return err
+}
+
+// acceptBaseline makes the current version of tool its baseline, with a
+// compare-and-set on the record's revision, and says what changed. want,
+// if set, is the fingerprint the operator accepts.
+func acceptBaseline(ctx context.Context, kv jetstream.KeyValue, tool, want string) (string, error) {
+	seen := "" // the current fingerprint at the first read
+	for range maxAcceptAttempts {
+		e, rec, err := getBaseline(ctx, kv, tool)
+		if err != nil {
+			return "", err
+		}
+		cur := rec.Current.Fingerprint
+		switch {
+		case seen != "" && cur != seen:
+			return "", fmt.Errorf("%s: the current version changed from %s to %s while accepting: nothing accepted; check `toolsentry baseline show %s` and accept again", tool, shortFingerprint(seen), shortFingerprint(cur), tool)
+		case want != "" && cur != want:
+			return "", fmt.Errorf("%s: the current version is %s, not %s: nothing accepted", tool, cur, want)
+		}
+		seen = cur
+		if !rec.Held && rec.Baseline.Fingerprint == rec.Current.Fingerprint {
+			return fmt.Sprintf("%s: nothing held: the baseline %s is the current version", tool, shortFingerprint(rec.Baseline.Fingerprint)), nil
+		}
+		old := rec.Baseline
+		rec.Accept()
+		data, err := json.Marshal(rec)
+		if err != nil {
+			return "", err
+		}
+		_, err = kv.Update(ctx, e.Key(), data, e.Revision())
+		switch {
+		case err == nil:
+			msg := fmt.Sprintf("%s: baseline %s → %s", tool, shortFingerprint(old.Fingerprint), shortFingerprint(rec.Baseline.Fingerprint))
+			if rec.Baseline.Version != "" {
+				msg += " (version " + rec.Baseline.Version + ")"
+			}
+			return msg, nil
+		case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyExists):
+			continue // written meanwhile: read again
+		default:
+			return "", fmt.Errorf("writing the baseline of %s: %w", tool, err)
+		}
+	}
+	return "", fmt.Errorf("%s: the record changed under each of %d attempts to accept: nothing accepted; try again", tool, maxAcceptAttempts)
+}
+
+// resetBaseline deletes tool's record, at the revision it read.
+func resetBaseline(ctx context.Context, kv jetstream.KeyValue, tool string) (string, error) {
+	for range maxAcceptAttempts {
+		e, rec, err := getBaseline(ctx, kv, tool)
+		if err != nil {
+			return "", err
+		}
+		err = kv.Delete(ctx, e.Key(), jetstream.LastRevision(e.Revision()))
+		switch {
+		case err == nil:
+			return fmt.Sprintf("%s: baseline %s deleted; the next observation becomes the baseline", tool, shortFingerprint(rec.Baseline.Fingerprint)), nil
+		case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyExists):
+			continue
+		default:
+			return "", fmt.Errorf("deleting the baseline of %s: %w", tool, err)
+		}
+	}
+	return "", fmt.Errorf("%s: the record changed under each of %d attempts to delete it; try again", tool, maxAcceptAttempts)
+}

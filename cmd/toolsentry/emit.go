@@ -1,0 +1,509 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/toolsentry/toolsentry/events"
+	"github.com/toolsentry/toolsentry/publisher"
+)
+
+func init() {
+	register(&command{
+		name:    "emit",
+		summary: "publish telemetry (CloudEvents, JSON Lines, MCP tools/list results) to the telemetry stream",
+		usage:   emitUsage,
+		run:     runEmit,
+	})
+}
+
+const emitUsage = `Usage: toolsentry emit [flags] [FILE...]
+
+Publishes telemetry to the telemetry stream (TOOLSENTRY_TELEMETRY), where
+` + "`toolsentry serve`" + ` judges it. FILE "-" or no FILE reads standard input.
+Each JSON document in the input is one of:
+  - a CloudEvent of one of toolsentry's telemetry types, in structured mode
+    (a JSON object with "specversion"): io.toolsentry.tool.schema.observed.v1,
+    io.toolsentry.tool.invocation.v1, io.toolsentry.tool.contract.v1,
+    io.toolsentry.workflow.declared.v1; published on the subject of its type
+    and key (toolsentry.telemetry.<kind>.<key>);
+  - JSON Lines of such events (one per line), or a JSON array of them;
+  - an MCP tools/list result {"tools": [...]} or the JSON-RPC response that
+    holds it ({"jsonrpc": "2.0", "result": {"tools": [...]}}), with --server:
+    published as one schema observation of the whole list. One event rather
+    than one per tool, because the list is one observation of the server:
+    it is stored or refused as a whole, and toolsentry still judges every
+    tool in it against that tool's own baseline.
+Documents may be mixed in one input.
+
+Every event is checked as the processor will check it (CloudEvents 1.0, the
+type's JSON Schema, the key) before anything is published: an invalid event
+is reported as FILE:LINE and nothing is published, unless --keep-going.
+Events are published with Nats-Msg-Id = the CloudEvent id, so the stream
+drops an event it already holds (within its duplicate window): re-running
+emit on the same file publishes nothing new. Generated schema observations
+get a new random id each run (an observation is a fact at a time).
+
+Argument values never leave this machine: an invocation's "arguments" are
+replaced by their paths and JSON types ("argument_types") before publishing.
+
+On success emit prints "published N events (M duplicates)" on standard
+error, M being those the stream already held. The exit status is 0 when
+every event was published, 1 when an event was invalid (even with
+--keep-going) or not acknowledged, 2 on a usage error.
+
+Flags (they may come before or after the files):
+  --server NAME   the MCP server a tools/list result came from: the key of its
+                  schema observation (default: none; required for tools/list)
+  --source URI    CloudEvents source of generated events (default toolsentry-emit)
+  --keep-going    publish the valid events and report the invalid ones
+                  (default: false: publish nothing if any is invalid)
+  --dry-run       check the input and print each event's subject and id on
+                  standard output, without connecting (default: false)
+
+` + connFlagsHelp + `
+Examples:
+  toolsentry emit invocations.jsonl
+  curl -s ... | toolsentry emit --server crm-mcp      # a tools/list response
+  toolsentry emit --nats-url nats://nats.internal:4222 --keep-going events/*.json
+`
+
+// emitDefaultSource is the CloudEvents source of the events emit generates.
+const emitDefaultSource = "toolsentry-emit"
+
+// emitEvent is one event ready to publish and where it came from.
+type emitEvent struct {
+	where string // FILE:LINE
+	msg   events.Message
+}
+
+// emitProblem is an input document that cannot be published.
+type emitProblem struct {
+	where string
+	err   error
+}
+
+func (p emitProblem) String() string { return p.where + ": " + p.err.Error() }
+
+// emitReader turns input documents into events.
+type emitReader struct {
+	names  events.Names
+	server string
+	source string
+	now    func() time.Time
+
+	events   []emitEvent
+	problems []emitProblem
+}
+
+func runEmit(ctx context.Context, args []string, sio stdio) error {
+	fs := flag.NewFlagSet("emit", flag.ContinueOnError)
+	server := fs.String("server", "", "")
+	source := fs.String("source", emitDefaultSource, "")
+	keepGoing := fs.Bool("keep-going", false, "")
+	dryRun := fs.Bool("dry-run", false, "")
+	conn := addConnFlags(fs)
+	files, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	names, err := conn.names()
+	if err != nil {
+		return err
+	}
+	if *source == "" {
+		return usageErrorf("--source is empty")
+	}
+	if *server != "" {
+		if _, err := names.Telemetry(events.KindSchemaObserved, *server); err != nil {
+			return usageErrorf("--server %q: %v", *server, err)
+		}
+	}
+	if len(files) == 0 {
+		files = []string{"-"}
+	}
+	stdin := 0
+	for _, f := range files {
+		if f == "-" {
+			stdin++
+		}
+	}
+	if stdin > 1 {
+		return usageErrorf("standard input (-) given %d times", stdin)
+	}
+
+	r := &emitReader{names: names, server: *server, source: *source, now: time.Now}
+	for _, f := range files {
+		name, data, err := readInput(f, sio.in)
+		if err != nil {
+			return err
+		}
+		r.read(name, data)
+	}
+	for _, p := range r.problems {
+		fmt.Fprintln(sio.err, p)
+	}
+	if len(r.problems) > 0 && !*keepGoing {
+		if len(r.events) == 0 {
+			return fmt.Errorf("nothing published: %s, none valid", plural(len(r.problems), "invalid document", "invalid documents"))
+		}
+		return fmt.Errorf("nothing published: %s (--keep-going publishes the %s)", plural(len(r.problems), "invalid document", "invalid documents"), plural(len(r.events), "valid one", "valid ones"))
+	}
+	if *dryRun {
+		for _, ev := range r.events {
+			fmt.Fprintf(sio.out, "%s\t%s\t%s\n", ev.where, ev.msg.Subject, ev.msg.ID)
+		}
+		fmt.Fprintf(sio.err, "checked %s, published nothing (--dry-run)\n", plural(len(r.events), "event", "events"))
+		if len(r.problems) > 0 {
+			return errExit(1)
+		}
+		return nil
+	}
+
+	res, pubErr := publishTelemetry(ctx, conn, names, r.events)
+	if pubErr != nil && res.Stored+res.Duplicates == 0 {
+		return pubErr
+	}
+	fmt.Fprintf(sio.err, "published %s (%s)\n", plural(res.Stored+res.Duplicates, "event", "events"), plural(res.Duplicates, "duplicate", "duplicates"))
+	if pubErr != nil {
+		return pubErr
+	}
+	if len(r.problems) > 0 {
+		fmt.Fprintf(sio.err, "skipped %s\n", plural(len(r.problems), "invalid document", "invalid documents"))
+		return errExit(1)
+	}
+	return nil
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// readInput reads a whole file, or standard input for "-".
+func readInput(path string, stdin io.Reader) (name string, data []byte, err error) {
+	if path == "-" {
+		data, err = io.ReadAll(stdin)
+		if err != nil {
+			return "", nil, fmt.Errorf("reading standard input: %w", err)
+		}
+		return "stdin", data, nil
+	}
+	data, err = os.ReadFile(path)
+	return path, data, err
+}
+
+// publishTelemetry publishes evs asynchronously, each with its id, and waits
+// for all acknowledgements.
+func publishTelemetry(ctx context.Context, conn *connFlags, names events.Names, evs []emitEvent) (publisher.Result, error) {
+	if len(evs) == 0 {
+		return publisher.Result{}, nil
+	}
+	nc, js, err := conn.connect(ctx, "toolsentry emit")
+	if err != nil {
+		return publisher.Result{}, err
+	}
+	defer nc.Close()
+	if _, err := js.Stream(ctx, names.TelemetryStream()); err != nil {
+		return publisher.Result{}, conn.notProvisioned(err, "stream "+names.TelemetryStream())
+	}
+	p, err := publisher.New(nc, publisher.Options{})
+	if err != nil {
+		return publisher.Result{}, err
+	}
+	em := publisher.NewEmitter(p, names.Prefix()+".telemetry")
+	for _, ev := range evs {
+		// A failed send is reported again by Flush, with the others.
+		_ = em.Emit(ctx, ev.msg.Subject, ev.msg.ID, ev.msg.Header, ev.msg.Data)
+	}
+	res, err := em.Flush(ctx)
+	if err != nil {
+		return res, fmt.Errorf("publishing to %s: %w", conn.displayURL(), err)
+	}
+	return res, nil
+}
+
+// read splits one input into JSON documents (JSON Lines, concatenated or
+// pretty-printed documents, arrays of them) and turns each into an event.
+// A document that is not JSON is reported at the line it starts on, and
+// reading resumes at the first line that starts with '{' or '[' after that
+// line and not before the line of the error (so a truncated JSON Lines
+// line costs only itself).
+func (r *emitReader) read(name string, data []byte) {
+	data = bytes.TrimPrefix(data, []byte("\xEF\xBB\xBF"))
+	pos := 0
+	for {
+		pos = skipJSONSpace(data, pos, false)
+		if pos >= len(data) {
+			return
+		}
+		start := pos
+		dec := json.NewDecoder(bytes.NewReader(data[pos:]))
+		var err error
+		if data[pos] == '[' {
+			var next int
+			if next, err = r.readArray(name, data, pos, dec); err == nil {
+				pos = next
+				continue
+			}
+			// Locate the error from the start of the array.
+			var raw json.RawMessage
+			err = json.NewDecoder(bytes.NewReader(data[pos:])).Decode(&raw)
+		} else {
+			var raw json.RawMessage
+			if err = dec.Decode(&raw); err == nil {
+				r.document(fmt.Sprintf("%s:%d", name, lineAt(data, start)), raw)
+				pos += int(dec.InputOffset())
+				continue
+			}
+		}
+		errLine := r.notJSON(name, data, start, err)
+		pos = nextDocumentLine(data, start, errLine)
+	}
+}
+
+// readArray reads a JSON array of documents at data[pos:] and returns the
+// offset after it, or the error that makes it not JSON.
+func (r *emitReader) readArray(name string, data []byte, pos int, dec *json.Decoder) (int, error) {
+	if _, err := dec.Token(); err != nil { // '['
+		return 0, err
+	}
+	type elem struct {
+		line int
+		raw  json.RawMessage
+	}
+	var elems []elem
+	for dec.More() {
+		at := skipJSONSpace(data, pos+int(dec.InputOffset()), true)
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return 0, err
+		}
+		elems = append(elems, elem{lineAt(data, at), raw})
+	}
+	if _, err := dec.Token(); err != nil { // ']'
+		return 0, err
+	}
+	for i, e := range elems {
+		before := len(r.problems)
+		r.document(fmt.Sprintf("%s:%d", name, e.line), e.raw)
+		for j := before; j < len(r.problems); j++ {
+			r.problems[j].err = fmt.Errorf("array element %d: %w", i, r.problems[j].err)
+		}
+	}
+	return pos + int(dec.InputOffset()), nil
+}
+
+// notJSON reports a document starting at start that is not JSON, and
+// returns the line of the error (the last line for an unexpected end).
+func (r *emitReader) notJSON(name string, data []byte, start int, err error) int {
+	line := lineAt(data, start)
+	errLine := lineAt(data, len(data))
+	var syn *json.SyntaxError
+	switch {
+	case errors.As(err, &syn):
+		errLine = lineAt(data, start+int(syn.Offset)-1)
+		if errLine != line {
+			err = fmt.Errorf("%v (at line %d)", syn, errLine)
+		}
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		err = errors.New("unexpected end of input")
+	}
+	r.problems = append(r.problems, emitProblem{fmt.Sprintf("%s:%d", name, line), fmt.Errorf("not JSON: %w", err)})
+	return errLine
+}
+
+// lineAt is the 1-based line of byte offset off.
+func lineAt(data []byte, off int) int {
+	return 1 + bytes.Count(data[:min(off, len(data))], []byte{'\n'})
+}
+
+// skipJSONSpace skips JSON whitespace (and commas, between array elements).
+func skipJSONSpace(data []byte, pos int, commas bool) int {
+	for pos < len(data) {
+		switch data[pos] {
+		case ' ', '\t', '\r', '\n':
+		case ',':
+			if !commas {
+				return pos
+			}
+		default:
+			return pos
+		}
+		pos++
+	}
+	return pos
+}
+
+// nextDocumentLine returns the offset of the first line after the one
+// holding start, and not before line minLine, that begins with '{' or '['
+// (len(data) if none).
+func nextDocumentLine(data []byte, start, minLine int) int {
+	pos, line := start, lineAt(data, start)
+	for {
+		nl := bytes.IndexByte(data[pos:], '\n')
+		if nl < 0 {
+			return len(data)
+		}
+		pos += nl + 1
+		line++
+		if line >= minLine && pos < len(data) && (data[pos] == '{' || data[pos] == '[') {
+			return pos
+		}
+	}
+}
+
+// document turns one JSON document into an event, or records why not.
+func (r *emitReader) document(where string, raw json.RawMessage) {
+	msg, err := r.event(raw)
+	if err != nil {
+		r.problems = append(r.problems, emitProblem{where, err})
+		return
+	}
+	r.events = append(r.events, emitEvent{where: where, msg: msg})
+}
+
+func (r *emitReader) event(raw json.RawMessage) (events.Message, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &top); err != nil || top == nil {
+		return events.Message{}, fmt.Errorf("a JSON %s, not a CloudEvent or an MCP tools/list result", jsonKindOf(raw))
+	}
+	if _, ok := top["specversion"]; ok {
+		return r.cloudEvent(raw)
+	}
+	if _, ok := top["tools"]; ok {
+		return r.toolsList(raw)
+	}
+	if rpcErr, ok := top["error"]; ok {
+		return events.Message{}, fmt.Errorf("a JSON-RPC error response, not a tools/list result: %s", rpcErr)
+	}
+	if result, ok := top["result"]; ok {
+		var inner map[string]json.RawMessage
+		if json.Unmarshal(result, &inner) == nil {
+			if _, ok := inner["tools"]; ok {
+				return r.toolsList(result)
+			}
+		}
+		return events.Message{}, errors.New("a JSON-RPC response whose result has no tools: not a tools/list result")
+	}
+	return events.Message{}, errors.New(`neither a CloudEvent (no "specversion") nor an MCP tools/list result (no "tools")`)
+}
+
+func jsonKindOf(raw json.RawMessage) string {
+	switch t := bytes.TrimSpace(raw); {
+	case len(t) == 0:
+		return "nothing"
+	case t[0] == '[':
+		return "array"
+	case t[0] == '"':
+		return "string"
+	case t[0] == 't' || t[0] == 'f':
+		return "boolean"
+	case t[0] == 'n':
+		return "null"
+	}
+	return "number"
+}
+
+// cePeek is what emit reads of a CloudEvent before decoding it: enough to
+// name the subject it belongs on. Decode then checks everything, the
+// subject included.
+type cePeek struct {
+	Type       string          `json:"type"`
+	Data       json.RawMessage `json:"data"`
+	DataBase64 string          `json:"data_base64"`
+}
+
+type dataPeek struct {
+	ToolID        string          `json:"tool_id"`
+	Server        string          `json:"server"`
+	CompositionID string          `json:"composition_id"`
+	Tools         json.RawMessage `json:"tools"`
+}
+
+// cloudEvent checks a structured-mode CloudEvent and re-encodes it: the
+// decoded event holds an invocation's argument types, never its values.
+func (r *emitReader) cloudEvent(raw json.RawMessage) (events.Message, error) {
+	var head cePeek
+	_ = json.Unmarshal(raw, &head) // Decode reports what is wrong with it
+	kind := events.KindOfType(head.Type)
+	if kind.Class() == events.ClassVerdicts {
+		return events.Message{}, fmt.Errorf("type %q is a verdict, not telemetry: emit publishes telemetry only", head.Type)
+	}
+	data := []byte(head.Data)
+	if len(data) == 0 && head.DataBase64 != "" {
+		data, _ = base64.StdEncoding.DecodeString(head.DataBase64)
+	}
+	var d dataPeek
+	_ = json.Unmarshal(data, &d)
+	key := d.ToolID
+	switch kind {
+	case events.KindSchemaObserved:
+		if len(d.Tools) > 0 && string(d.Tools) != "null" {
+			key = d.Server
+		}
+	case events.KindWorkflow:
+		key = d.CompositionID
+	case events.KindUnknown:
+		kind = events.KindInvocation // Decode reports the unknown type
+	}
+	subject, err := r.names.Telemetry(kind, key)
+	if err != nil {
+		// No usable key: decode on a stand-in subject, so that the
+		// error names the missing or invalid field.
+		subject, _ = r.names.Telemetry(kind, "-")
+	}
+	ev, err := r.names.Decode(subject, nil, raw)
+	if err != nil {
+		return events.Message{}, err
+	}
+	return r.names.Encode(ev)
+}
+
+// toolsList wraps an MCP tools/list result into a schema observation of
+// --server.
+func (r *emitReader) toolsList(result json.RawMessage) (events.Message, error) {
+	if r.server == "" {
+		return events.Message{}, errors.New("an MCP tools/list result needs --server NAME (the MCP server it came from)")
+	}
+	var b bytes.Buffer
+	b.WriteString(`{"specversion":"1.0","id":`)
+	writeJSONString(&b, events.NewID())
+	b.WriteString(`,"source":`)
+	writeJSONString(&b, r.source)
+	b.WriteString(`,"type":`)
+	writeJSONString(&b, events.TypeSchemaObserved)
+	b.WriteString(`,"subject":`)
+	writeJSONString(&b, r.server)
+	b.WriteString(`,"time":`)
+	writeJSONString(&b, r.now().UTC().Format(time.RFC3339Nano))
+	b.WriteString(`,"data":{"server":`)
+	writeJSONString(&b, r.server)
+	b.WriteString(`,"tools":`)
+	b.Write(result)
+	b.WriteString(`}}`)
+	subject, err := r.names.Telemetry(events.KindSchemaObserved, r.server)
+	if err != nil {
+		return events.Message{}, fmt.Errorf("--server %q: %w", r.server, err)
+	}
+	ev, err := r.names.Decode(subject, nil, b.Bytes())
+	if err != nil {
+		return events.Message{}, fmt.Errorf("tools/list result: %w", err)
+	}
+	return r.names.Encode(ev)
+}
+
+func writeJSONString(b *bytes.Buffer, s string) {
+	enc, _ := json.Marshal(s) // a string always marshals
+	b.Write(enc)
+}
