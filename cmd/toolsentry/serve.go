@@ -43,8 +43,10 @@ SIGINT or SIGTERM drains: readiness goes off, in-flight events finish (up to
 --shutdown-timeout), pending verdicts are flushed, and it exits 0.
 
 Flags (each also read from the environment variable shown):
-  --nats-url URL          NATS server or cluster to use; empty runs an embedded server
-                          (TOOLSENTRY_NATS_URL, default "")
+  --nats-url URL          NATS server or cluster to use; when neither it nor TOOLSENTRY_NATS_URL
+                          is set, serve runs an embedded server
+  --nats-creds, --nats-nkey, --nats-user, --nats-password, --tls-ca, --tls-cert, --tls-key
+                          client authentication and TLS for --nats-url (TOOLSENTRY_NATS_CREDS, ...)
   --data-dir DIR          where the embedded server stores streams and buckets
                           (TOOLSENTRY_DATA_DIR, default "toolsentry-data")
   --listen HOST:PORT      where the embedded server accepts NATS clients; port 0 picks a free one
@@ -99,10 +101,11 @@ func envDuration(name string, def time.Duration) time.Duration {
 }
 
 type serveFlags struct {
-	natsURL, dataDir, listen, serverConfig, httpAddr, prefix string
-	workers, replicas, maxDeliver                            int
-	ackWait, telemetryMaxAge, shutdownTimeout                time.Duration
-	logLevel, logFormat                                      string
+	conn                                      *connFlags
+	dataDir, listen, serverConfig, httpAddr   string
+	workers, replicas, maxDeliver             int
+	ackWait, telemetryMaxAge, shutdownTimeout time.Duration
+	logLevel, logFormat                       string
 }
 
 // serveStarted, when set (by tests), is called once the service is ready
@@ -114,12 +117,11 @@ func runServe(ctx context.Context, args []string, io stdio) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(io.err)
 	fs.Usage = func() {}
-	fs.StringVar(&f.natsURL, "nats-url", env("TOOLSENTRY_NATS_URL", ""), "")
+	f.conn = addConnFlags(fs)
 	fs.StringVar(&f.dataDir, "data-dir", env("TOOLSENTRY_DATA_DIR", "toolsentry-data"), "")
 	fs.StringVar(&f.listen, "listen", env("TOOLSENTRY_LISTEN", "127.0.0.1:4222"), "")
 	fs.StringVar(&f.serverConfig, "server-config", env("TOOLSENTRY_SERVER_CONFIG", ""), "")
 	fs.StringVar(&f.httpAddr, "http", env("TOOLSENTRY_HTTP", "127.0.0.1:9700"), "")
-	fs.StringVar(&f.prefix, "prefix", env("TOOLSENTRY_PREFIX", "toolsentry"), "")
 	fs.IntVar(&f.workers, "workers", envInt("TOOLSENTRY_WORKERS", 0), "")
 	fs.IntVar(&f.replicas, "replicas", envInt("TOOLSENTRY_REPLICAS", 1), "")
 	fs.DurationVar(&f.ackWait, "ack-wait", envDuration("TOOLSENTRY_ACK_WAIT", 30*time.Second), "")
@@ -133,6 +135,9 @@ func runServe(ctx context.Context, args []string, io stdio) error {
 	}
 	if fs.NArg() > 0 {
 		return usageErrorf("serve takes no arguments, got %q", fs.Args())
+	}
+	if _, err := f.conn.names(); err != nil {
+		return err
 	}
 	log, err := newLogger(io.err, f.logLevel, f.logFormat)
 	if err != nil {
@@ -170,8 +175,8 @@ func serve(ctx context.Context, f serveFlags, io stdio) error {
 
 	// NATS: embedded unless a URL is given.
 	var nc *nats.Conn
-	natsURL := f.natsURL
-	if natsURL == "" {
+	var natsURL string
+	if !f.conn.urlGiven() {
 		host, portText, err := net.SplitHostPort(f.listen)
 		if err != nil {
 			return usageErrorf("--listen %q: %v", f.listen, err)
@@ -204,11 +209,12 @@ func serve(ctx context.Context, f serveFlags, io stdio) error {
 		log.Info().Str("url", natsURL).Str("data_dir", f.dataDir).Msg("embedded NATS server with JetStream running")
 	} else {
 		var err error
-		nc, err = nats.Connect(natsURL, nats.Name("toolsentry serve"), nats.MaxReconnects(-1),
+		natsURL = f.conn.displayURL()
+		nc, _, err = f.conn.connect(ctx, "toolsentry serve", nats.MaxReconnects(-1), nats.ReconnectWait(time.Second),
 			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn().Err(err).Msg("disconnected from NATS") }),
 			nats.ReconnectHandler(func(c *nats.Conn) { log.Info().Str("url", c.ConnectedUrlRedacted()).Msg("reconnected to NATS") }))
 		if err != nil {
-			return fmt.Errorf("cannot connect to NATS at %s: %w", natsURL, err)
+			return err
 		}
 	}
 	defer nc.Close()
@@ -245,7 +251,7 @@ func serve(ctx context.Context, f serveFlags, io stdio) error {
 
 	s, err := consumer.StartService(ctx, nc, consumer.ServiceOptions{
 		Config: consumer.Config{
-			Prefix:          f.prefix,
+			Prefix:          f.conn.prefix,
 			Replicas:        f.replicas,
 			AckWait:         f.ackWait,
 			MaxDeliver:      f.maxDeliver,
