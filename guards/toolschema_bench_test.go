@@ -45,3 +45,34 @@ func BenchmarkFingerprint(b *testing.B) {
 		b.ReportMetric(float64(fingerprint)/float64(unmarshal), "fingerprint/unmarshal")
 	})
 }
+
+// BenchmarkEvaluateDrift diffs two versions of a realistic MCP tool (the
+// snake_case to camelCase rename), decides the verdict for an agent's used
+// surface and plans the migration: the work of one drift verdict.
+func BenchmarkEvaluateDrift(b *testing.B) {
+	dir := filepath.Join("testdata", "toolschema", "snake_to_camel")
+	load := func(name string) ToolDefinition {
+		raw, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			b.Fatal(err)
+		}
+		tools, err := ParseToolDocument(raw)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return tools[0]
+	}
+	old, cur := load("old.json"), load("new.json")
+	surface := UsedSurface{Input: []string{"owner", "repo", "per_page", "label_filter.match_all"}}
+	b.ReportAllocs()
+	for b.Loop() {
+		rep, err := EvaluateDrift(old, cur, surface)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if rep.Manifest.Verdict != DriftOnUsedFields {
+			b.Fatalf("verdict %s", rep.Manifest.Verdict)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "drift-verdicts/s")
+}

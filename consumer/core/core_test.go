@@ -15,14 +15,14 @@ import (
 // harness feeds structured CloudEvents through Decode and the core into a
 // MemState, as the live worker does, and keeps every verdict.
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	core  *Core
 	state *MemState
 	seq   uint64
 	all   []events.Event
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t testing.TB) *harness {
 	return &harness{t: t, core: New(Options{QualityEvery: 4}), state: NewMemState()}
 }
 

@@ -1,0 +1,40 @@
+package core
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/toolsentry/toolsentry/events"
+)
+
+// BenchmarkApplyInvocation is the hot path of the processor without NATS:
+// an invocation of a known tool by a known agent whose surface does not
+// grow, with an outcome to count.
+func BenchmarkApplyInvocation(b *testing.B) {
+	h := newHarness(b)
+	h.core = New(Options{QualityEvery: 1 << 40})
+	h.observe("crm.lookup", "1", crmV1)
+	h.invoke("crm.lookup", "agent-a", `,"arguments":{"user_id":"u","limit":"5"},"outcome":{"status":"ok"}`)
+	body := []byte(`{"specversion":"1.0","id":"x","source":"bench","type":"io.toolsentry.tool.invocation.v1","data":{"tool_id":"crm.lookup","agent_id":"agent-a","arguments":{"user_id":"u","limit":"5"},"outcome":{"status":"ok"}}}`)
+	const subject = "toolsentry.telemetry.invocation.crm=2Elookup"
+	ev, err := events.Decode(subject, nil, body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	seq := uint64(100)
+	for b.Loop() {
+		seq++
+		eff, err := h.core.Apply(h.state, Input{Event: ev, Subject: subject, Seq: seq})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(eff.Verdicts) != 0 || len(eff.Writes) != 1 {
+			b.Fatal(fmt.Sprintf("effects %+v", eff))
+		}
+		if err := h.state.Store(eff.Writes); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
