@@ -257,7 +257,7 @@ func serve(ctx context.Context, f serveFlags, io stdio) error {
 			MaxDeliver:      f.maxDeliver,
 			TelemetryMaxAge: maxAge(f.telemetryMaxAge),
 		},
-		Engine:    consumer.Options{Workers: f.workers, ShutdownTimeout: f.shutdownTimeout, Observer: m},
+		Engine:    consumer.Options{Workers: f.workers, ShutdownTimeout: f.shutdownTimeout, Observer: m, Kind: metricKind},
 		Processor: consumer.ProcessorOptions{Verdicts: m},
 	})
 	if err != nil {
@@ -290,6 +290,17 @@ func serve(ctx context.Context, f serveFlags, io stdio) error {
 	}
 	log.Info().Msg("stopped")
 	return nil
+}
+
+// metricKind is the kind label of an input: one of the telemetry kinds, or
+// "other" for a subject no producer should use, so that junk subjects
+// cannot grow the metrics' label set.
+func metricKind(m *consumer.Message) string {
+	switch k := consumer.KindToken(m); k {
+	case "schema", "invocation", "contract", "workflow":
+		return k
+	}
+	return "other"
 }
 
 // maxAge maps the flag's 0 (keep forever) to the config's negative value.
