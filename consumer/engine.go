@@ -164,6 +164,11 @@ type Engine struct {
 	ready    []string         // keys with an eligible head, waiting for a worker
 	readyCh  chan struct{}    // capacity 1: wakes the dispatcher
 	stopping bool
+	// recovering holds every key back after a start that found messages
+	// delivered to an earlier worker and never acknowledged (it died):
+	// their redeliveries come only after AckWait, and newer messages of
+	// their keys must not overtake them. See startRecovery.
+	recovering *recovery
 
 	started   atomic.Bool
 	closeOnce sync.Once
@@ -359,6 +364,9 @@ func (e *Engine) run(ctx context.Context) error {
 	default:
 	}
 	e.log = zerolog.Ctx(ctx).With().Str("component", "consumer").Str("consumer", e.cons.CachedInfo().Name).Logger()
+	if err := e.startRecovery(ctx); err != nil {
+		return err
+	}
 	iter, err := e.cons.Messages(jetstream.PullMaxMessages(e.opts.PullMaxMessages))
 	if err != nil {
 		return fmt.Errorf("consuming %s: %w", e.cons.CachedInfo().Name, err)
@@ -431,6 +439,123 @@ func (e *Engine) run(ctx context.Context) error {
 	return result
 }
 
+// goneMessages returns the sequences among seqs that no redelivery will
+// bring back: acknowledged (at or below the consumer's ack floor) or no
+// longer in the stream. On an error it reports none as gone: waiting longer
+// is safe, going on is not.
+func (e *Engine) goneMessages(seqs []uint64) map[uint64]struct{} {
+	gone := map[uint64]struct{}{}
+	if len(seqs) == 0 {
+		return gone
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	info, err := e.cons.Info(ctx)
+	if err != nil {
+		return gone
+	}
+	stream, err := e.js.Stream(ctx, info.Stream)
+	if err != nil {
+		return gone
+	}
+	for _, seq := range seqs {
+		if seq <= info.AckFloor.Stream {
+			gone[seq] = struct{}{}
+			continue
+		}
+		if _, err := stream.GetMsg(ctx, seq); errors.Is(err, jetstream.ErrMsgNotFound) {
+			gone[seq] = struct{}{}
+		}
+	}
+	return gone
+}
+
+// recovery is the state of a start after a crash: the consumer had pending
+// messages delivered up to stream sequence upTo that nobody acknowledged.
+type recovery struct {
+	upTo    uint64
+	pending uint64
+	seen    map[uint64]struct{}
+	timer   *time.Timer
+}
+
+// startRecovery looks at the consumer before consuming. Messages delivered
+// to a worker that died (kill -9, a lost machine) stay unacknowledged on the
+// server and come back only when their AckWait expires, while newer messages
+// are delivered at once: handled in that order, a key's events would be
+// applied out of stream order, and the state's "last applied sequence" would
+// then skip the older ones. So when the consumer has unacknowledged
+// messages at start, no key runs until they have all been redelivered (or
+// 2 × AckWait passed: some may have been deleted from the stream); messages
+// that arrive meanwhile wait in their keys' queues, sorted by sequence.
+func (e *Engine) startRecovery(ctx context.Context) error {
+	ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	info, err := e.cons.Info(ictx)
+	if err != nil {
+		return fmt.Errorf("reading consumer %s: %w", e.cons.CachedInfo().Name, err)
+	}
+	if info.NumAckPending == 0 {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r := &recovery{upTo: info.Delivered.Stream, pending: uint64(info.NumAckPending), seen: map[uint64]struct{}{}}
+	r.timer = time.AfterFunc(2*e.ackWait, func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if e.recovering == r {
+			e.endRecoveryLocked("the wait for an earlier worker's unacknowledged messages timed out")
+		}
+	})
+	e.recovering = r
+	e.log.Warn().Int("unacknowledged", info.NumAckPending).Uint64("up_to_seq", r.upTo).Dur("ack_wait", e.ackWait).
+		Msg("an earlier worker left messages unacknowledged; holding every key until they are redelivered, to keep per-key order")
+	// The count at start may include messages whose acks were still on
+	// their way; the precise condition is that every message the server
+	// counts as unacknowledged is one this engine holds.
+	go e.watchRecovery(context.WithoutCancel(ctx), r)
+	return nil
+}
+
+func (e *Engine) watchRecovery(ctx context.Context, r *recovery) {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for range t.C {
+		e.mu.Lock()
+		active, stopping := e.recovering == r, e.stopping
+		e.mu.Unlock()
+		if !active || stopping {
+			return
+		}
+		ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		info, err := e.cons.Info(ictx)
+		cancel()
+		if err != nil {
+			continue
+		}
+		e.mu.Lock()
+		if e.recovering == r && info.NumAckPending <= len(e.held) {
+			e.endRecoveryLocked("every unacknowledged message is held by this worker")
+		}
+		e.mu.Unlock()
+	}
+}
+
+// endRecoveryLocked lets every key run again. e.mu must be held.
+func (e *Engine) endRecoveryLocked(why string) {
+	r := e.recovering
+	if r == nil {
+		return
+	}
+	r.timer.Stop()
+	e.recovering = nil
+	e.log.Info().Int("redelivered", len(r.seen)).Str("why", why).Msg("recovery done; keys run again")
+	for key, ks := range e.keys {
+		e.scheduleLocked(key, ks)
+	}
+}
+
 // fetchPoll bounds each wait for a message. The iterator decides whether
 // to send the next pull request only when Next is called, and skips the
 // decision while its previous request is still being sent; if the last
@@ -494,6 +619,12 @@ func (e *Engine) accept(jm jetstream.Msg) {
 
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if r := e.recovering; r != nil && m.NumDelivered > 1 && m.StreamSeq <= r.upTo {
+		r.seen[m.StreamSeq] = struct{}{}
+		if uint64(len(r.seen)) >= r.pending {
+			e.endRecoveryLocked("every unacknowledged message of the earlier worker came back")
+		}
+	}
 	if it, ok := e.held[m.StreamSeq]; ok {
 		it.msg = jm
 		it.delivered = max(it.delivered, m.NumDelivered)
@@ -514,7 +645,7 @@ func (e *Engine) accept(jm jetstream.Msg) {
 // scheduleLocked queues the key for a worker if its head may run and no
 // worker owns it. e.mu must be held.
 func (e *Engine) scheduleLocked(key string, ks *keyState) {
-	if ks.scheduled || e.stopping || !ks.eligible() {
+	if ks.scheduled || e.stopping || e.recovering != nil || !ks.eligible() {
 		return
 	}
 	ks.scheduled = true
@@ -789,6 +920,22 @@ func (e *Engine) heartbeat(stop <-chan struct{}) {
 				touch = append(touch, it.msg)
 			}
 		}
+		var overdue []uint64
+		for _, ks := range e.keys {
+			for _, a := range ks.awaits {
+				if !now.Before(a.giveUpAt) {
+					overdue = append(overdue, a.seq)
+				}
+			}
+		}
+		e.mu.Unlock()
+		// An awaited message may only be given up when it is gone: acked
+		// (below the consumer's ack floor) or deleted from the stream. One
+		// that is merely late (its redelivery went to a stale pull request
+		// across a reconnect, say) is waited for again: letting a later
+		// message of its key run first would apply the key out of order.
+		gone := e.goneMessages(overdue)
+		e.mu.Lock()
 		for key, ks := range e.keys {
 			kept := ks.awaits[:0]
 			for _, a := range ks.awaits {
@@ -796,8 +943,14 @@ func (e *Engine) heartbeat(stop <-chan struct{}) {
 					kept = append(kept, a)
 					continue
 				}
+				if _, ok := gone[a.seq]; !ok {
+					a.giveUpAt = now.Add(e.ackWait)
+					kept = append(kept, a)
+					e.log.Warn().Str("key", key).Uint64("seq", a.seq).Msg("awaited redelivery is late; the key keeps waiting for it")
+					continue
+				}
 				e.log.Warn().Str("key", key).Uint64("seq", a.seq).
-					Msg("awaited redelivery did not arrive (deleted from the stream, or taken by another worker); the key goes on without it")
+					Msg("awaited message was acknowledged elsewhere or deleted from the stream; the key goes on without it")
 			}
 			ks.awaits = kept
 			e.scheduleLocked(key, ks)
