@@ -388,6 +388,7 @@ func (e *Engine) run(ctx context.Context) error {
 		defer close(hbDone)
 		e.heartbeat(hbStop)
 	}()
+	go e.watchConnection(hctx)
 
 	var result error
 	fetching := true
@@ -437,6 +438,66 @@ func (e *Engine) run(ctx context.Context) error {
 	<-hbDone
 	e.handBack()
 	return result
+}
+
+// watchConnection holds every key from the moment the connection drops:
+// deliveries in flight on the lost connection (or dropped from a full client
+// buffer) come back only after AckWait, and newer messages of their keys
+// must not overtake them. On reconnect the hold becomes a recovery as at a
+// start after a crash (startRecovery).
+func (e *Engine) watchConnection(ctx context.Context) {
+	nc := e.js.Conn()
+	ch := nc.StatusChanged(nats.RECONNECTING, nats.CONNECTED)
+	defer nc.RemoveStatusListener(ch)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case st, ok := <-ch:
+			if !ok {
+				return
+			}
+			switch st {
+			case nats.RECONNECTING:
+				e.mu.Lock()
+				if e.recovering == nil {
+					r := &recovery{pending: ^uint64(0), seen: map[uint64]struct{}{}}
+					r.timer = time.AfterFunc(time.Hour, func() {}) // replaced on reconnect
+					e.recovering = r
+					e.log.Warn().Msg("connection lost; holding every key until the reconnect")
+				}
+				e.mu.Unlock()
+			case nats.CONNECTED:
+				e.afterReconnect()
+			}
+		}
+	}
+}
+
+// afterReconnect replaces a hold of the disconnection (or none) by a
+// recovery from the consumer's state.
+func (e *Engine) afterReconnect() {
+	e.mu.Lock()
+	if r := e.recovering; r != nil && r.pending == ^uint64(0) {
+		r.timer.Stop()
+		e.recovering = nil // startRecovery sets a new one if messages are pending
+		defer func() {
+			e.mu.Lock()
+			if e.recovering == nil {
+				for key, ks := range e.keys {
+					e.scheduleLocked(key, ks)
+				}
+			}
+			e.mu.Unlock()
+		}()
+	} else if r != nil {
+		e.mu.Unlock()
+		return // already recovering
+	}
+	e.mu.Unlock()
+	if err := e.startRecovery(context.Background()); err != nil {
+		e.log.Warn().Err(err).Msg("after a reconnect: cannot read the consumer; keys go on")
+	}
 }
 
 // goneMessages returns the sequences among seqs that no redelivery will
@@ -905,11 +966,17 @@ func (e *Engine) heartbeat(stop <-chan struct{}) {
 	t := time.NewTicker(period)
 	defer t.Stop()
 	var touch []jetstream.Msg
+	reconnects := e.js.Conn().Stats().Reconnects
 	for {
 		select {
 		case <-stop:
 			return
 		case <-t.C:
+		}
+		// A reconnect the status watch missed is handled here too.
+		if rc := e.js.Conn().Stats().Reconnects; rc != reconnects {
+			reconnects = rc
+			e.afterReconnect()
 		}
 		now := time.Now()
 		touch = touch[:0]

@@ -28,6 +28,11 @@ type ViewOptions struct {
 	// MaxAttempts bounds the compare-and-set attempts of one Update
 	// (default 16).
 	MaxAttempts int
+	// WriteTimeout bounds one write or read of the bucket (default 5s), so
+	// that a write whose reply was lost with a connection fails fast and is
+	// retried after the reconnect, instead of holding its handler for the
+	// handler's whole timeout.
+	WriteTimeout time.Duration
 	// OnChange, when set, is called after a key gains a value (present) or
 	// loses it, from the watch or from the view's own writes, outside the
 	// view's lock; it must not block. Callers keep indexes with it.
@@ -82,6 +87,9 @@ func NewView(ctx context.Context, kv jetstream.KeyValue, opts ViewOptions) (*Vie
 	}
 	if opts.MaxAttempts == 0 {
 		opts.MaxAttempts = DefaultMaxAttempts
+	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = 5 * time.Second
 	}
 	if opts.MaxAttempts < 1 {
 		return nil, fmt.Errorf("%w: view max attempts %d: want at least 1", ErrInvalidConfig, opts.MaxAttempts)
@@ -162,6 +170,8 @@ func (v *View) apply(key string, value []byte, rev uint64, deleted, fromWatch bo
 // Refresh reads the key from the bucket into the view: after a conflict,
 // the view learns the other writer's value without waiting for the watch.
 func (v *View) Refresh(ctx context.Context, key string) error {
+	ctx, cancel := context.WithTimeout(ctx, v.opts.WriteTimeout)
+	defer cancel()
 	e, err := v.kv.Get(ctx, key)
 	switch {
 	case err == nil:
@@ -270,6 +280,8 @@ func (v *View) Len() int {
 // returns an error matching ErrConflict and the jetstream error
 // (jetstream.ErrKeyExists or jetstream.ErrKeyRevisionMismatch).
 func (v *View) CompareAndSet(ctx context.Context, key string, value []byte, lastRevision uint64) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, v.opts.WriteTimeout)
+	defer cancel()
 	var rev uint64
 	var err error
 	if lastRevision == 0 {
