@@ -1,0 +1,967 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math/bits"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolsentry/toolsentry/consumer"
+	"github.com/toolsentry/toolsentry/consumer/core"
+	"github.com/toolsentry/toolsentry/publisher"
+)
+
+func init() {
+	register(&command{
+		name:    "bench",
+		summary: "measure throughput, latency and memory of the whole pipeline on an embedded server",
+		usage:   benchUsage,
+		run:     runBench,
+	})
+}
+
+const benchUsage = `Usage: toolsentry bench [--events N] [--rate R] [--json] [flags]
+
+Measures toolsentry on this machine. It needs nothing running: every phase
+starts its own embedded NATS server with file storage in a temporary
+directory, which is removed at the end. The same synthetic telemetry is used
+throughout: schema observations going round up to 1,000 tools (one tool in
+eight drifts: a field renamed, a type changed, a default flipped, an unused
+field added), invocations from 50 agents with the field paths and types of
+their arguments and an outcome (about 90% of the events), quality contracts
+and workflow declarations chaining those tools. The events are encoded
+before the clock starts and published with asynchronous publishes.
+
+The phases, in order:
+  raw publish   asynchronous publishes of the same events into a file stream,
+                nothing consuming: what JetStream takes on this machine
+  passthrough   the same engine with a handler that only republishes each
+                event and waits for its acknowledgement before acking: the
+                cost of the runtime without toolsentry's work
+  pipeline      toolsentry itself, as ` + "`toolsentry serve`" + ` runs it: decode,
+                guards, verdicts stored, state written, then the ack
+  latency       the pipeline again, on a fresh server, with the events
+                published at --rate (default: half of the pipeline's rate)
+
+Throughput is events divided by the time from the first publish until every
+event has been handled and acknowledged. Latency is measured for the schema
+observations (each yields at least one verdict): from its publish until the
+verdict stream stored its first verdict (the stream's own timestamp). The
+full-speed pipeline's latency is reported too; it includes the backlog that
+a publisher faster than the consumer builds. Peak RSS is the process's
+high-water mark (VmHWM, Linux) over all phases, server included.
+
+To check that memory stays flat, compare the peak RSS of two runs:
+  toolsentry bench --events 100000
+  toolsentry bench --events 1000000
+NATS keeps the id of every message stored within the streams' duplicate
+window in memory (a few hundred bytes each), so with the default window of
+2 minutes a run that publishes a million events within it holds a million
+ids: that memory grows with rate x window, not with toolsentry. Add
+--duplicate-window 1s to both runs to compare toolsentry's own memory.
+
+Flags:
+  --events N         events per phase (default 100000)
+  --rate R           events/s of the latency phase; 0 is half of the measured
+                     pipeline rate (default 0)
+  --workers N        events handled at once, as serve's --workers (default 0 = 8 x CPUs, at least 16)
+  --json             print one JSON object instead of the table:
+                     {"events", "events_per_sec", "passthrough_events_per_sec",
+                     "raw_publish_events_per_sec", "p50_ms", "p99_ms",
+                     "peak_rss_mb", ...}; p50_ms and p99_ms are the latency
+                     phase's, at "rate"
+  --cpuprofile FILE  write a CPU profile of the full-speed pipeline phase
+                     (go tool pprof -top FILE)
+  --dir DIR          where to create the temporary data directory (default: the system's)
+  --duplicate-window D
+                     the duplicate window of every stream (default 2m0s, as serve)
+
+A progress line is shown on standard error when it is a terminal.
+
+Example:
+  toolsentry bench --events 100000 --json
+`
+
+// benchMaxPending bounds the asynchronous publishes in flight of the
+// bench's publisher, as an agent's SDK would.
+const benchMaxPending = 4096
+
+// benchStall fails a phase that makes no progress for this long.
+const benchStall = time.Minute
+
+type benchFlags struct {
+	events     int
+	rate       float64
+	workers    int
+	json       bool
+	cpuProfile string
+	dir        string
+	duplicates time.Duration
+}
+
+// benchReport is the result of a bench run; its JSON is --json's output.
+type benchReport struct {
+	Events                  int                `json:"events"`
+	EventsPerSec            float64            `json:"events_per_sec"`
+	PassthroughEventsPerSec float64            `json:"passthrough_events_per_sec"`
+	RawPublishEventsPerSec  float64            `json:"raw_publish_events_per_sec"`
+	P50MS                   float64            `json:"p50_ms"`
+	P99MS                   float64            `json:"p99_ms"`
+	PeakRSSMB               float64            `json:"peak_rss_mb"`
+	PhasePeakRSSMB          map[string]float64 `json:"phase_peak_rss_mb,omitempty"` // by phase, where Linux lets the mark be reset
+	Rate                    float64            `json:"rate"`                        // events/s asked of the latency phase
+	RateAchieved            float64            `json:"rate_achieved"`               // events/s the latency phase handled
+	LatencySamples          int                `json:"latency_samples"`             // schema observations matched to their first verdict
+	MaxRateP50MS            float64            `json:"max_rate_p50_ms"`             // latency at full speed, backlog included
+	MaxRateP99MS            float64            `json:"max_rate_p99_ms"`             // the same, p99
+	SchemaVerdicts          int64              `json:"schema_verdicts"`             // stored by the full-speed pipeline
+	CompositionVerdicts     int64              `json:"composition_verdicts"`        // the same, composition guard
+	DeadLetters             int64              `json:"dead_letters"`                // both pipeline phases
+	Retries                 int64              `json:"retries"`                     // both pipeline phases
+	Redeliveries            int64              `json:"redeliveries"`                // both pipeline phases
+	SchemaObservations      int                `json:"schema_observations"`
+	Invocations             int                `json:"invocations"`
+	Contracts               int                `json:"contracts"`
+	Workflows               int                `json:"workflows"`
+	Tools                   int                `json:"tools"`
+	Agents                  int                `json:"agents"`
+	Workers                 int                `json:"workers"`
+	CPUs                    int                `json:"cpus"`
+	DuplicateWindowS        float64            `json:"duplicate_window_s"`
+}
+
+func runBench(ctx context.Context, args []string, sio stdio) error {
+	var f benchFlags
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	fs.IntVar(&f.events, "events", 100000, "")
+	fs.Float64Var(&f.rate, "rate", 0, "")
+	fs.IntVar(&f.workers, "workers", 0, "")
+	fs.BoolVar(&f.json, "json", false, "")
+	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "")
+	fs.StringVar(&f.dir, "dir", "", "")
+	fs.DurationVar(&f.duplicates, "duplicate-window", consumer.DefaultDuplicates, "")
+	if err := fs.Parse(args); err != nil {
+		return usageErrorf("bench: %v (see toolsentry bench --help)", err)
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usageErrorf("bench takes no arguments, got %q", fs.Args())
+	case f.events < 1:
+		return usageErrorf("bench: --events %d: want at least 1", f.events)
+	case f.rate < 0:
+		return usageErrorf("bench: --rate %v: want 0 (half of the measured rate) or more", f.rate)
+	case f.workers < 0:
+		return usageErrorf("bench: --workers %d: want 0 (the default) or more", f.workers)
+	case f.duplicates <= 0:
+		return usageErrorf("bench: --duplicate-window %s: want a positive duration", f.duplicates)
+	}
+	log, err := newLogger(sio.err, "warn", "auto")
+	if err != nil {
+		return err
+	}
+	ctx = log.WithContext(ctx)
+	rep, err := bench(ctx, f, newBenchProgress(sio.err))
+	if err != nil {
+		return err
+	}
+	if f.json {
+		enc := json.NewEncoder(sio.out)
+		return enc.Encode(rep)
+	}
+	writeBenchReport(sio.out, rep)
+	return nil
+}
+
+// bench runs the phases and reports.
+func bench(ctx context.Context, f benchFlags, progress *benchProgress) (benchReport, error) {
+	mix, err := consumer.NewBenchMix(consumer.BenchMixOptions{Events: f.events})
+	if err != nil {
+		return benchReport{}, err
+	}
+	dir, err := os.MkdirTemp(f.dir, "toolsentry-bench-")
+	if err != nil {
+		return benchReport{}, fmt.Errorf("creating the data directory: %w", err)
+	}
+	defer os.RemoveAll(dir)
+
+	counts := mix.Counts()
+	mo := mix.Options()
+	rep := benchReport{
+		Events:             f.events,
+		SchemaObservations: counts.Schema,
+		Invocations:        counts.Invocation,
+		Contracts:          counts.Contract,
+		Workflows:          counts.Workflow,
+		Tools:              mo.Tools,
+		Agents:             mo.Agents,
+		Workers:            f.workers,
+		CPUs:               runtime.GOMAXPROCS(0),
+		DuplicateWindowS:   f.duplicates.Seconds(),
+	}
+	if rep.Workers == 0 {
+		rep.Workers = max(16, 8*runtime.GOMAXPROCS(0)) // the engine's default
+	}
+	env := benchEnv{dir: dir, workers: f.workers, duplicates: f.duplicates, progress: progress}
+	var profile *os.File
+	if f.cpuProfile != "" {
+		if profile, err = os.Create(f.cpuProfile); err != nil {
+			return rep, fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer profile.Close()
+	}
+
+	var mem benchMemory
+	err = mem.phase("raw_publish", func() (err error) {
+		rep.RawPublishEventsPerSec, err = env.rawPublish(ctx, mix)
+		return err
+	})
+	if err != nil {
+		return rep, fmt.Errorf("raw publish: %w", err)
+	}
+	var pass, full, paced benchRun
+	err = mem.phase("passthrough", func() (err error) {
+		pass, err = env.run(ctx, "passthrough", mix, 0, nil)
+		return err
+	})
+	if err != nil {
+		return rep, fmt.Errorf("passthrough: %w", err)
+	}
+	rep.PassthroughEventsPerSec = pass.eventsPerSec
+
+	err = mem.phase("pipeline", func() (err error) {
+		full, err = env.run(ctx, "pipeline", mix, 0, profile)
+		return err
+	})
+	if err != nil {
+		return rep, fmt.Errorf("pipeline: %w", err)
+	}
+	rep.EventsPerSec = full.eventsPerSec
+	rep.MaxRateP50MS, rep.MaxRateP99MS = full.latency.quantileMS(0.50), full.latency.quantileMS(0.99)
+	rep.SchemaVerdicts, rep.CompositionVerdicts = full.counts.schemaVerdicts.Load(), full.counts.compositionVerdicts.Load()
+
+	rep.Rate = f.rate
+	if rep.Rate == 0 {
+		rep.Rate = full.eventsPerSec / 2
+	}
+	err = mem.phase("latency", func() (err error) {
+		paced, err = env.run(ctx, "latency", mix, rep.Rate, nil)
+		return err
+	})
+	if err != nil {
+		return rep, fmt.Errorf("latency at %.0f events/s: %w", rep.Rate, err)
+	}
+	rep.RateAchieved = paced.eventsPerSec
+	rep.P50MS, rep.P99MS = paced.latency.quantileMS(0.50), paced.latency.quantileMS(0.99)
+	rep.LatencySamples = int(paced.latency.count)
+	for _, r := range []benchRun{full, paced} {
+		rep.DeadLetters += r.counts.deadLetters.Load()
+		rep.Retries += r.counts.retries.Load()
+		rep.Redeliveries += r.counts.redeliveries.Load()
+	}
+	rep.PeakRSSMB, rep.PhasePeakRSSMB = mem.peak, mem.phases
+	return rep, nil
+}
+
+// benchMemory follows the peak RSS, overall and per phase. Between phases
+// it returns freed memory to the system and, where Linux allows, resets the
+// high-water mark, so that a phase's peak is its own.
+type benchMemory struct {
+	peak   float64
+	phases map[string]float64 // nil where the mark cannot be reset
+}
+
+func (m *benchMemory) phase(name string, run func() error) error {
+	m.peak = max(m.peak, benchPeakRSSMB())
+	debug.FreeOSMemory()
+	reset := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil
+	err := run()
+	peak := benchPeakRSSMB()
+	m.peak = max(m.peak, peak)
+	if reset && peak > 0 {
+		if m.phases == nil {
+			m.phases = map[string]float64{}
+		}
+		m.phases[name] = peak
+	}
+	return err
+}
+
+// benchEnv is what every phase shares.
+type benchEnv struct {
+	dir        string
+	workers    int
+	duplicates time.Duration // the streams' duplicate window; 0 is the default
+	progress   *benchProgress
+}
+
+// config is the configuration of the toolsentry resources of a phase.
+func (env benchEnv) config() consumer.Config {
+	return consumer.Config{Duplicates: env.duplicates}
+}
+
+// server starts an embedded server with its store in a new directory
+// under env.dir; stop shuts it down and removes the directory.
+func (env benchEnv) server(ctx context.Context, name string) (srv *consumer.Server, stop func(), err error) {
+	store := filepath.Join(env.dir, name)
+	srv, err = consumer.StartServer(ctx, consumer.ServerOptions{StoreDir: store, Port: -1, ServerName: "toolsentry-bench"})
+	if err != nil {
+		return nil, nil, err
+	}
+	return srv, func() {
+		srv.Shutdown()
+		_ = os.RemoveAll(store)
+	}, nil
+}
+
+// benchPublisher publishes the mix asynchronously, as agents do, over its
+// own TCP connection.
+type benchPublisher struct {
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	failed atomic.Int64
+	first  atomic.Pointer[error]
+}
+
+func newBenchPublisher(url string) (*benchPublisher, error) {
+	p := &benchPublisher{}
+	nc, err := nats.Connect(url, nats.Name("toolsentry bench publisher"))
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc,
+		jetstream.WithPublishAsyncMaxPending(benchMaxPending),
+		jetstream.WithPublishAsyncTimeout(benchStall),
+		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, _ *nats.Msg, err error) {
+			p.failed.Add(1)
+			p.first.CompareAndSwap(nil, &err)
+		}),
+	)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	p.nc, p.js = nc, js
+	return p, nil
+}
+
+// err is the first failed publish, if any.
+func (p *benchPublisher) err() error {
+	if e := p.first.Load(); e != nil {
+		return fmt.Errorf("%d publishes failed, the first with: %w", p.failed.Load(), *e)
+	}
+	return nil
+}
+
+// publish sends every event of the mix (on subject(ev) when subject is
+// set), at rate events/s or at full speed when rate is 0, calling sent
+// just before each publish, and waits for every PubAck.
+func (p *benchPublisher) publish(ctx context.Context, mix *consumer.BenchMix, rate float64, subject func(consumer.BenchEvent) string, sent func(int, consumer.BenchEvent)) error {
+	start := time.Now()
+	var interval time.Duration
+	if rate > 0 {
+		interval = time.Duration(float64(time.Second) / rate)
+	}
+	for i, ev := range mix.All() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if interval > 0 {
+			// Sleeping below a millisecond overshoots; the schedule is
+			// kept from the start, so the next events catch up.
+			if d := time.Until(start.Add(time.Duration(i) * interval)); d >= time.Millisecond {
+				time.Sleep(d)
+			}
+		}
+		m := &nats.Msg{Subject: ev.Subject, Header: ev.Header, Data: ev.Data}
+		if subject != nil {
+			m.Subject = subject(ev)
+		}
+		if sent != nil {
+			sent(i, ev)
+		}
+		if _, err := p.js.PublishMsgAsync(m, jetstream.WithStallWait(benchStall)); err != nil {
+			return fmt.Errorf("publishing event %d: %w", i, err)
+		}
+		if err := p.err(); err != nil {
+			return err
+		}
+	}
+	select {
+	case <-p.js.PublishAsyncComplete():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return p.err()
+}
+
+// rawPublish measures asynchronous publishes of the mix into a file stream
+// with nothing consuming.
+func (env benchEnv) rawPublish(ctx context.Context, mix *consumer.BenchMix) (float64, error) {
+	srv, stop, err := env.server(ctx, "raw")
+	if err != nil {
+		return 0, err
+	}
+	defer stop()
+	p, err := newBenchPublisher(srv.ClientURL())
+	if err != nil {
+		return 0, err
+	}
+	defer p.nc.Close()
+	if _, err := p.js.CreateStream(ctx, jetstream.StreamConfig{
+		Name:       "BENCH_RAW",
+		Subjects:   []string{"bench.raw.>"},
+		Storage:    jetstream.FileStorage,
+		Duplicates: cmp.Or(env.duplicates, consumer.DefaultDuplicates),
+	}); err != nil {
+		return 0, fmt.Errorf("creating the stream: %w", err)
+	}
+	// The same subject length as the telemetry subjects: only the prefix
+	// differs.
+	subject := func(ev consumer.BenchEvent) string { return "bench.raw" + strings.TrimPrefix(ev.Subject, "toolsentry") }
+	var published atomic.Int64
+	stopProgress := env.progress.track("raw publish", mix.Len(), func() int64 {
+		return published.Load() - int64(p.js.PublishAsyncPending())
+	})
+	start := time.Now()
+	err = p.publish(ctx, mix, 0, subject, func(i int, _ consumer.BenchEvent) { published.Store(int64(i) + 1) })
+	elapsed := time.Since(start)
+	stopProgress()
+	if err != nil {
+		return 0, err
+	}
+	return float64(mix.Len()) / elapsed.Seconds(), nil
+}
+
+// benchCounts counts what the engine and the processor report.
+type benchCounts struct {
+	settled             atomic.Int64 // acknowledged or dead-lettered
+	deadLetters         atomic.Int64
+	retries             atomic.Int64
+	redeliveries        atomic.Int64
+	schemaVerdicts      atomic.Int64
+	compositionVerdicts atomic.Int64
+
+	target int64
+	done   chan struct{}
+	doneAt atomic.Int64 // unix nanoseconds of the target-th settlement
+}
+
+func newBenchCounts(target int) *benchCounts {
+	return &benchCounts{target: int64(target), done: make(chan struct{})}
+}
+
+// OnOutcome implements consumer.Observer.
+func (c *benchCounts) OnOutcome(_ string, o consumer.Outcome, _ time.Duration) {
+	switch o {
+	case consumer.OutcomeAck, consumer.OutcomeDeadLetter:
+		if c.settled.Add(1) == c.target {
+			c.doneAt.Store(time.Now().UnixNano())
+			close(c.done)
+		}
+	case consumer.OutcomeRetry, consumer.OutcomeDeadLetterFailed:
+		c.retries.Add(1)
+	}
+}
+
+// OnRedelivery implements consumer.Observer.
+func (c *benchCounts) OnRedelivery(string) { c.redeliveries.Add(1) }
+
+// OnDeadLetter implements consumer.Observer.
+func (c *benchCounts) OnDeadLetter(string, string) { c.deadLetters.Add(1) }
+
+// OnVerdict implements consumer.VerdictObserver.
+func (c *benchCounts) OnVerdict(guard, _ string, duplicate bool) {
+	if duplicate {
+		return
+	}
+	switch guard {
+	case "schema":
+		c.schemaVerdicts.Add(1)
+	case "composition":
+		c.compositionVerdicts.Add(1)
+	}
+}
+
+// benchRun is the result of one consuming phase.
+type benchRun struct {
+	eventsPerSec float64
+	counts       *benchCounts
+	latency      *benchHist // pipeline phases only
+}
+
+// run publishes the mix to a fresh server and consumes it with the
+// pipeline (or, for the phase "passthrough", with consumer.Passthrough),
+// at rate events/s (0: full speed). profile, if set, receives a CPU
+// profile of the phase.
+func (env benchEnv) run(ctx context.Context, phase string, mix *consumer.BenchMix, rate float64, profile io.Writer) (benchRun, error) {
+	srv, stop, err := env.server(ctx, phase)
+	if err != nil {
+		return benchRun{}, err
+	}
+	defer stop()
+	// The worker talks to its embedded server in-process, as serve does;
+	// agents and subscribers connect over TCP.
+	nc, err := nats.Connect(srv.ClientURL(), nats.Name("toolsentry bench worker"), nats.InProcessServer(srv.NATS()))
+	if err != nil {
+		return benchRun{}, err
+	}
+	defer nc.Close()
+	p, err := newBenchPublisher(srv.ClientURL())
+	if err != nil {
+		return benchRun{}, err
+	}
+	defer p.nc.Close()
+
+	counts := newBenchCounts(mix.Len())
+	res := benchRun{counts: counts}
+	var eng interface {
+		Run(context.Context) error
+		Close() error
+	}
+	var resources *consumer.Resources
+	if phase == "passthrough" {
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return res, err
+		}
+		if resources, err = consumer.Provision(ctx, js, env.config()); err != nil {
+			return res, err
+		}
+		pub, err := publisher.New(nc, publisher.Options{})
+		if err != nil {
+			return res, err
+		}
+		verdicts := resources.Config.VerdictsPrefix()
+		e, err := consumer.New(js, resources.Consumer,
+			consumer.Passthrough(pub, func(m *consumer.Message) string {
+				return verdicts + ".passthrough." + consumer.KindToken(m) + "." + consumer.LastToken(m)
+			}),
+			consumer.Options{
+				Workers:  env.workers,
+				Observer: counts,
+				Key: func(m *consumer.Message) string {
+					return core.OrderingKey(consumer.KindToken(m), consumer.LastToken(m))
+				},
+			})
+		if err != nil {
+			return res, err
+		}
+		eng = e
+	} else {
+		svc, err := consumer.StartService(ctx, nc, consumer.ServiceOptions{
+			Config:    env.config(),
+			Engine:    consumer.Options{Workers: env.workers, Observer: counts},
+			Processor: consumer.ProcessorOptions{Verdicts: counts},
+		})
+		if err != nil {
+			return res, err
+		}
+		resources, eng = svc.Resources, svc
+		res.latency = &benchHist{}
+	}
+	runErr := make(chan error, 1)
+	running := false
+	defer func() {
+		_ = eng.Close() // waits for Run, if it ran
+		if running {
+			<-runErr
+		}
+	}()
+
+	var lat *benchLatency
+	if res.latency != nil {
+		lat = &benchLatency{mix: mix, hist: res.latency, sent: map[int]int64{}}
+		wc, err := nats.Connect(srv.ClientURL(), nats.Name("toolsentry bench watcher"))
+		if err != nil {
+			return res, err
+		}
+		defer wc.Close()
+		stopWatch, err := lat.watch(ctx, wc, resources.Config.VerdictsStream())
+		if err != nil {
+			return res, err
+		}
+		defer stopWatch()
+	}
+
+	running = true
+	go func() { runErr <- eng.Run(ctx) }()
+
+	if profile != nil {
+		if err := pprof.StartCPUProfile(profile); err != nil {
+			return res, fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	label := phase
+	if rate > 0 {
+		label = phase + " at " + benchThousands(rate) + "/s"
+	}
+	stopProgress := env.progress.track(label, mix.Len(), counts.settled.Load)
+	defer stopProgress()
+
+	start := time.Now()
+	pubErr := make(chan error, 1)
+	go func() {
+		var sent func(int, consumer.BenchEvent)
+		if lat != nil {
+			sent = lat.recordSent
+		}
+		pubErr <- p.publish(ctx, mix, rate, nil, sent)
+	}()
+	last, lastChange := int64(-1), time.Now()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+wait:
+	for {
+		select {
+		case <-counts.done:
+			break wait
+		case err := <-pubErr:
+			if err != nil {
+				return res, err
+			}
+			pubErr = nil
+		case err := <-runErr:
+			runErr <- err // for the deferred Close
+			return res, fmt.Errorf("the engine stopped: %w", err)
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-tick.C:
+			if n := counts.settled.Load(); n != last {
+				last, lastChange = n, time.Now()
+			} else if time.Since(lastChange) > benchStall {
+				return res, fmt.Errorf("stalled: %d of %d events handled, none in %s", n, mix.Len(), benchStall)
+			}
+		}
+	}
+	elapsed := time.Duration(counts.doneAt.Load() - start.UnixNano())
+	res.eventsPerSec = float64(mix.Len()) / elapsed.Seconds()
+	if pubErr != nil {
+		if err := <-pubErr; err != nil {
+			return res, err
+		}
+	}
+	if err := benchSettled(ctx, resources); err != nil {
+		return res, err
+	}
+	if lat != nil {
+		if err := lat.wait(ctx, resources.Verdicts); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// benchSettled waits until the server has no message of the consumer left
+// to deliver or awaiting its ack: the engine's count is confirmed by the
+// server.
+func benchSettled(ctx context.Context, res *consumer.Resources) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := res.Consumer.Info(ctx)
+		if err != nil {
+			return fmt.Errorf("reading the consumer: %w", err)
+		}
+		if info.NumPending == 0 && info.NumAckPending == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("every event was handled, but the server still has %d to deliver and %d awaiting an ack", info.NumPending, info.NumAckPending)
+		}
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// benchLatency matches verdicts to the schema observations they answer.
+type benchLatency struct {
+	mix  *consumer.BenchMix
+	hist *benchHist
+
+	mu       sync.Mutex
+	sent     map[int]int64 // event index → publish time (unix ns), until its first verdict
+	received int           // verdicts seen
+}
+
+// recordSent records the publish time of a schema observation.
+func (l *benchLatency) recordSent(i int, ev consumer.BenchEvent) {
+	if ev.Kind != consumer.BenchSchema {
+		return
+	}
+	now := time.Now().UnixNano()
+	l.mu.Lock()
+	l.sent[i] = now
+	l.mu.Unlock()
+}
+
+// watch follows the verdict stream with an ordered consumer.
+func (l *benchLatency) watch(ctx context.Context, nc *nats.Conn, stream string) (stop func(), err error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		return nil, fmt.Errorf("following %s: %w", stream, err)
+	}
+	cc, err := cons.Consume(l.verdict)
+	if err != nil {
+		return nil, fmt.Errorf("following %s: %w", stream, err)
+	}
+	return cc.Stop, nil
+}
+
+func (l *benchLatency) verdict(msg jetstream.Msg) {
+	md, err := msg.Metadata()
+	if err != nil {
+		return
+	}
+	i, ok := l.mix.Index(benchInputEventID(msg.Data()))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.received++
+	if !ok {
+		return
+	}
+	if t, ok := l.sent[i]; ok {
+		delete(l.sent, i)
+		l.hist.add(time.Duration(md.Timestamp.UnixNano() - t))
+	}
+}
+
+// wait waits until every stored verdict has been seen.
+func (l *benchLatency) wait(ctx context.Context, verdicts jetstream.Stream) error {
+	info, err := verdicts.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the verdict stream: %w", err)
+	}
+	want := int(info.State.Msgs)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		l.mu.Lock()
+		got := l.received
+		l.mu.Unlock()
+		if got >= want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d verdicts stored, %d received", want, got)
+		}
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// benchInputEventID finds data.input_event_id in a verdict's JSON without
+// decoding all of it: the verdicts are toolsentry's own encoding, compact,
+// and event ids need no escaping.
+func benchInputEventID(data []byte) string {
+	const key = `"input_event_id":"`
+	at := bytes.Index(data, []byte(key))
+	if at < 0 {
+		return ""
+	}
+	rest := data[at+len(key):]
+	end := bytes.IndexByte(rest, '"')
+	if end < 0 {
+		return ""
+	}
+	return string(rest[:end])
+}
+
+// benchHist is a latency histogram of bounded size: 32 buckets per power
+// of two of microseconds, so a quantile is off by at most 1/32.
+type benchHist struct {
+	counts [64 * 32]uint64
+	count  uint64
+}
+
+func (h *benchHist) add(d time.Duration) {
+	us := uint64(max(d, 0) / time.Microsecond)
+	h.counts[benchBucket(us)]++
+	h.count++
+}
+
+func benchBucket(us uint64) int {
+	if us < 64 {
+		return int(us)
+	}
+	shift := bits.Len64(us) - 6 // us>>shift is in [32, 64)
+	return shift*32 + int(us>>shift)
+}
+
+// benchBucketMid is the middle of a bucket's range, in microseconds.
+func benchBucketMid(b int) float64 {
+	if b < 64 {
+		return float64(b)
+	}
+	shift := b/32 - 1
+	lo := uint64(b-shift*32) << shift
+	return float64(lo) + float64(uint64(1)<<shift-1)/2
+}
+
+// quantileMS returns the q-quantile in milliseconds (0 without samples).
+func (h *benchHist) quantileMS(q float64) float64 {
+	if h == nil || h.count == 0 {
+		return 0
+	}
+	rank := uint64(q*float64(h.count) + 0.5)
+	rank = min(max(rank, 1), h.count)
+	var seen uint64
+	for b, n := range h.counts {
+		seen += n
+		if seen >= rank {
+			return benchBucketMid(b) / 1000
+		}
+	}
+	return 0
+}
+
+// benchPeakRSSMB is the process's peak resident set size in MB (VmHWM
+// from /proc/self/status), or 0 where there is no such file.
+func benchPeakRSSMB() float64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		rest, ok := strings.CutPrefix(s.Text(), "VmHWM:")
+		if !ok {
+			continue
+		}
+		kb, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 64)
+		if err != nil {
+			return 0
+		}
+		return kb / 1024
+	}
+	return 0
+}
+
+// benchProgress draws a progress line on a terminal, and nothing
+// elsewhere.
+type benchProgress struct {
+	w  io.Writer
+	on bool
+}
+
+func newBenchProgress(w io.Writer) *benchProgress {
+	p := &benchProgress{w: w}
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			p.on = true
+		}
+	}
+	return p
+}
+
+// track redraws the line for a phase every 200ms until stop is called,
+// which clears it.
+func (p *benchProgress) track(phase string, total int, done func() int64) (stop func()) {
+	if p == nil || !p.on {
+		return func() {}
+	}
+	quit, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		start := time.Now()
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				fmt.Fprint(p.w, "\r\033[K")
+				return
+			case <-t.C:
+			}
+			n := min(max(done(), 0), int64(total))
+			const width = 30
+			filled := int(int64(width) * n / int64(total))
+			fmt.Fprintf(p.w, "\r\033[K%-24s [%s%s] %3d%%  %s events/s",
+				phase, strings.Repeat("=", filled), strings.Repeat(" ", width-filled),
+				100*n/int64(total), benchThousands(float64(n)/time.Since(start).Seconds()))
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(quit)
+			<-finished
+		})
+	}
+}
+
+func writeBenchReport(w io.Writer, r benchReport) {
+	pct := func(a, b float64) string {
+		if b == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.0f%%", 100*a/b)
+	}
+	fmt.Fprintf(w, "toolsentry bench: %s events over %s tools and %s agents, file storage, %d CPUs, %d workers, duplicate window %s\n",
+		benchThousands(float64(r.Events)), benchThousands(float64(r.Tools)), benchThousands(float64(r.Agents)), r.CPUs, r.Workers,
+		time.Duration(r.DuplicateWindowS*float64(time.Second)))
+	fmt.Fprintf(w, "  (%s schema observations, %s invocations, %s contracts, %s workflows)\n\n",
+		benchThousands(float64(r.SchemaObservations)), benchThousands(float64(r.Invocations)),
+		benchThousands(float64(r.Contracts)), benchThousands(float64(r.Workflows)))
+	fmt.Fprintf(w, "  %-30s %12s events/s\n", "raw JetStream async publish", benchThousands(r.RawPublishEventsPerSec))
+	fmt.Fprintf(w, "  %-30s %12s events/s   consume, republish, ack\n", "passthrough", benchThousands(r.PassthroughEventsPerSec))
+	fmt.Fprintf(w, "  %-30s %12s events/s   %s of passthrough, %s of raw publish\n", "pipeline", benchThousands(r.EventsPerSec),
+		pct(r.EventsPerSec, r.PassthroughEventsPerSec), pct(r.EventsPerSec, r.RawPublishEventsPerSec))
+	fmt.Fprintf(w, "  %-30s p50 %.2f ms, p99 %.2f ms   publish → verdict stored, %s observations, %s events/s handled\n",
+		"latency at "+benchThousands(r.Rate)+" events/s", r.P50MS, r.P99MS, benchThousands(float64(r.LatencySamples)), benchThousands(r.RateAchieved))
+	fmt.Fprintf(w, "  %-30s p50 %.2f ms, p99 %.2f ms   backlog included\n", "latency at full speed", r.MaxRateP50MS, r.MaxRateP99MS)
+	fmt.Fprintf(w, "  %-30s %s schema, %s composition; %d dead letters, %d retries, %d redeliveries\n", "verdicts",
+		benchThousands(float64(r.SchemaVerdicts)), benchThousands(float64(r.CompositionVerdicts)), r.DeadLetters, r.Retries, r.Redeliveries)
+	switch {
+	case r.PeakRSSMB > 0 && r.PhasePeakRSSMB != nil:
+		fmt.Fprintf(w, "  %-30s %.0f MB   raw publish %.0f, passthrough %.0f, pipeline %.0f, latency %.0f\n", "peak RSS", r.PeakRSSMB,
+			r.PhasePeakRSSMB["raw_publish"], r.PhasePeakRSSMB["passthrough"], r.PhasePeakRSSMB["pipeline"], r.PhasePeakRSSMB["latency"])
+	case r.PeakRSSMB > 0:
+		fmt.Fprintf(w, "  %-30s %.0f MB\n", "peak RSS", r.PeakRSSMB)
+	default:
+		fmt.Fprintf(w, "  %-30s unknown (no /proc/self/status)\n", "peak RSS")
+	}
+}
+
+// benchThousands formats a non-negative number rounded to an integer with
+// thousands separators.
+func benchThousands(v float64) string {
+	s := strconv.FormatInt(int64(v+0.5), 10)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}

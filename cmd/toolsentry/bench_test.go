@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/toolsentry/toolsentry/consumer"
+	"github.com/toolsentry/toolsentry/consumer/core"
+	"github.com/toolsentry/toolsentry/events"
+)
+
+// TestBenchSmallRun runs every phase on a small mix and checks that the
+// report is complete and that the pipeline lost nothing: every schema
+// observation got its verdict in the latency phase, the full-speed phase
+// stored exactly the schema verdicts that applying the mix in order gives,
+// nothing was dead-lettered, and the data directory is gone.
+func TestBenchSmallRun(t *testing.T) {
+	const events = 2000
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	err := run(ctx, []string{"bench", "--events", "2000", "--json", "--dir", dir}, stdio{in: strings.NewReader(""), out: &out, err: &errOut})
+	if err != nil {
+		t.Fatalf("bench: %v\nstderr: %s", err, errOut.String())
+	}
+
+	var fields map[string]any
+	if err := json.Unmarshal(out.Bytes(), &fields); err != nil {
+		t.Fatalf("output is not one JSON object: %v\n%s", err, out.String())
+	}
+	for _, name := range []string{"events", "events_per_sec", "passthrough_events_per_sec", "raw_publish_events_per_sec", "p50_ms", "p99_ms", "peak_rss_mb"} {
+		v, ok := fields[name].(float64)
+		if !ok || !(v > 0) || math.IsInf(v, 0) {
+			t.Errorf("%s = %v, want a number > 0", name, fields[name])
+		}
+	}
+	var rep benchReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Events != events {
+		t.Errorf("events = %d, want %d", rep.Events, events)
+	}
+	if rep.P99MS < rep.P50MS {
+		t.Errorf("p99 %v ms below p50 %v ms", rep.P99MS, rep.P50MS)
+	}
+	mix, err := consumer.NewBenchMix(consumer.BenchMixOptions{Events: events})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := mix.Counts()
+	if rep.SchemaObservations != counts.Schema || rep.Invocations != counts.Invocation || rep.Contracts != counts.Contract || rep.Workflows != counts.Workflow {
+		t.Errorf("reported mix %d/%d/%d/%d, want %+v", rep.SchemaObservations, rep.Invocations, rep.Contracts, rep.Workflows, counts)
+	}
+	if rep.LatencySamples != counts.Schema {
+		t.Errorf("latency samples = %d, want one per schema observation (%d)", rep.LatencySamples, counts.Schema)
+	}
+	if want := benchReplaySchemaVerdicts(t, mix); rep.SchemaVerdicts != want {
+		t.Errorf("schema verdicts = %d, want %d (the mix applied in order)", rep.SchemaVerdicts, want)
+	}
+	if rep.CompositionVerdicts < 1 {
+		t.Errorf("composition verdicts = %d, want some", rep.CompositionVerdicts)
+	}
+	if rep.DeadLetters != 0 {
+		t.Errorf("dead letters = %d, want 0", rep.DeadLetters)
+	}
+	left, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 0 {
+		t.Errorf("data directory left behind: %v", left)
+	}
+	if strings.Contains(errOut.String(), "\r") {
+		t.Errorf("progress drawn on a non-terminal: %q", errOut.String())
+	}
+}
+
+// benchReplaySchemaVerdicts applies the mix in stream order to state in
+// memory and counts the distinct schema verdicts. Schema verdicts depend
+// only on the events of their own tool, which the pipeline applies in
+// stream order, so the live count must be the same. (Composition verdicts
+// also depend on how invocations and contracts interleave across keys.)
+func benchReplaySchemaVerdicts(t *testing.T, mix *consumer.BenchMix) int64 {
+	t.Helper()
+	names, err := events.NewNames(consumer.DefaultPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := core.New(core.Options{Names: names})
+	st := core.NewMemState()
+	ids := map[string]bool{}
+	for i, ev := range mix.All() {
+		e, err := names.Decode(ev.Subject, ev.Header, ev.Data)
+		if err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+		eff, err := c.Apply(st, core.Input{Event: e, Subject: ev.Subject, Seq: uint64(i + 1)})
+		if err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+		if err := st.Store(eff.Writes); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range eff.Verdicts {
+			if strings.Contains(v.Subject, ".verdicts.schema.") {
+				ids[v.ID] = true
+			}
+		}
+	}
+	return int64(len(ids))
+}
+
+func TestBenchTextReport(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	err := run(ctx, []string{"bench", "--events", "300", "--rate", "1000", "--workers", "4", "--dir", t.TempDir()}, stdio{in: strings.NewReader(""), out: &out, err: &errOut})
+	if err != nil {
+		t.Fatalf("bench: %v\nstderr: %s", err, errOut.String())
+	}
+	for _, want := range []string{"300 events", "4 workers", "raw JetStream async publish", "passthrough", "pipeline", "% of passthrough", "latency at 1,000 events/s", "p99", "peak RSS"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestBenchUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"--events", "0"},
+		{"--events", "many"},
+		{"--rate", "-1"},
+		{"--workers", "-2"},
+		{"--duplicate-window", "0s"},
+		{"--duplicate-window", "soon"},
+		{"--unknown"},
+		{"extra"},
+	} {
+		err := run(context.Background(), append([]string{"bench"}, args...), stdio{in: strings.NewReader(""), out: &bytes.Buffer{}, err: &bytes.Buffer{}})
+		if !errors.Is(err, errUsage) {
+			t.Errorf("bench %q: %v, want a usage error", args, err)
+		}
+	}
+}
+
+func TestBenchHelpNamesEveryFlag(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"bench", "--help"}, stdio{in: strings.NewReader(""), out: &out, err: &bytes.Buffer{}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, flag := range []string{"--events", "--rate", "--workers", "--json", "--cpuprofile", "--dir", "--duplicate-window", "events_per_sec", "passthrough_events_per_sec", "raw_publish_events_per_sec", "p50_ms", "p99_ms", "peak_rss_mb", "--events 1000000"} {
+		if !strings.Contains(out.String(), flag) {
+			t.Errorf("help lacks %s", flag)
+		}
+	}
+}
+
+func TestBenchHistQuantiles(t *testing.T) {
+	var h benchHist
+	if got := h.quantileMS(0.99); got != 0 {
+		t.Errorf("empty p99 = %v, want 0", got)
+	}
+	for ms := 1; ms <= 1000; ms++ {
+		h.add(time.Duration(ms) * time.Millisecond)
+	}
+	for _, tt := range []struct{ q, want float64 }{{0.5, 500}, {0.99, 990}, {1, 1000}, {0, 1}} {
+		got := h.quantileMS(tt.q)
+		if math.Abs(got-tt.want)/tt.want > 1.0/32 {
+			t.Errorf("q%v = %v ms, want %v within 1/32", tt.q, got, tt.want)
+		}
+	}
+	var small benchHist
+	small.add(7 * time.Microsecond)
+	if got := small.quantileMS(0.5); got != 0.007 {
+		t.Errorf("7µs reads back as %v ms", got)
+	}
+}
+
+func TestBenchInputEventID(t *testing.T) {
+	for data, want := range map[string]string{
+		`{"data":{"verdict":"SCHEMA_MATCH","input_event_id":"bench-000000000042","input_sequence":43}}`: "bench-000000000042",
+		`{"data":{}}`:                     "",
+		`{"input_event_id":"unterminated`: "",
+	} {
+		if got := benchInputEventID([]byte(data)); got != want {
+			t.Errorf("%s: %q, want %q", data, got, want)
+		}
+	}
+}
+
+func TestBenchThousands(t *testing.T) {
+	for v, want := range map[float64]string{0: "0", 999: "999", 1000: "1,000", 52311.6: "52,312", 1234567: "1,234,567"} {
+		if got := benchThousands(v); got != want {
+			t.Errorf("%v: %q, want %q", v, got, want)
+		}
+	}
+}
+
+// BenchmarkPipeline publishes b.N events of the bench mix to a fresh
+// embedded server with file storage and reports the events/s from the
+// first publish until every event is handled and acknowledged:
+// handler=passthrough republishes each event, handler=pipeline is
+// toolsentry. The command `toolsentry bench` reports the same numbers,
+// with latency and memory.
+func BenchmarkPipeline(b *testing.B) {
+	for _, handler := range []string{"passthrough", "pipeline"} {
+		b.Run("handler="+handler, func(b *testing.B) {
+			mix, err := consumer.NewBenchMix(consumer.BenchMixOptions{Events: b.N})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := zerolog.New(zerolog.NewTestWriter(b)).Level(zerolog.WarnLevel).WithContext(context.Background())
+			res, err := benchEnv{dir: b.TempDir()}.run(ctx, handler, mix, 0, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(res.eventsPerSec, "events/s")
+		})
+	}
+}
