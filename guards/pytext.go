@@ -8,6 +8,7 @@ package guards
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,7 +17,8 @@ import (
 
 // PyObject is a JSON object as Python's json.dumps(obj, sort_keys=True)
 // writes it. Values may be string, []string (a Python tuple or list of
-// strings), bool, int, or a nested PyObject.
+// strings), bool, int, float64 (written as Python's repr), []any, or a
+// nested PyObject or map[string]any.
 type PyObject map[string]any
 
 // PyJSONDumps returns json.dumps(obj, sort_keys=True) with Python's defaults:
@@ -50,6 +52,19 @@ func writePyValue(b *strings.Builder, v any) {
 		}
 	case int:
 		b.WriteString(strconv.Itoa(x))
+	case float64:
+		b.WriteString(pyFloatRepr(x))
+	case []any:
+		b.WriteByte('[')
+		for i, e := range x {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			writePyValue(b, e)
+		}
+		b.WriteByte(']')
+	case map[string]any:
+		writePyValue(b, PyObject(x))
 	case PyObject:
 		keys := make([]string, 0, len(x))
 		for k := range x {
@@ -195,4 +210,32 @@ func pyPrintable(r rune) bool {
 func sha256Hex(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
+}
+
+// pyFloatRepr is a float as json.dumps writes it: repr, the shortest text
+// that reads back the same, in exponent form when the decimal exponent is
+// below -4 or at least 16, else positional with at least one fractional
+// digit; NaN and Infinity as json.dumps spells them.
+func pyFloatRepr(x float64) string {
+	switch {
+	case math.IsNaN(x):
+		return "NaN"
+	case math.IsInf(x, 1):
+		return "Infinity"
+	case math.IsInf(x, -1):
+		return "-Infinity"
+	}
+	exp := 0
+	if x != 0 {
+		e := strconv.FormatFloat(x, 'e', -1, 64)
+		exp, _ = strconv.Atoi(e[strings.IndexByte(e, 'e')+1:])
+		if exp < -4 || exp >= 16 {
+			return e
+		}
+	}
+	s := strconv.FormatFloat(x, 'f', -1, 64)
+	if !strings.ContainsRune(s, '.') {
+		s += ".0"
+	}
+	return s
 }

@@ -13,14 +13,9 @@ package guards
 //
 // with k a Python int and p a Python float (repr, so 1 is written 1.0).
 
-import (
-	"math"
-	"sort"
-	"strconv"
-	"strings"
-)
+import ()
 
-// structureValue is the canonical structure as a tree for pyDumpsAny.
+// structureValue is the canonical structure as a tree for PyJSONDumps.
 func structureValue(n Node) any {
 	list := func() []any {
 		out := make([]any, len(n.Of))
@@ -49,7 +44,7 @@ func structureValue(n Node) any {
 	}
 }
 
-// incompatibilityValue is an incompatible edge as a tree for pyDumpsAny.
+// incompatibilityValue is an incompatible edge as a tree for PyJSONDumps.
 func incompatibilityValue(e EdgeIncompatibility) any {
 	from := make([]any, len(e.From))
 	for i, f := range e.From {
@@ -69,7 +64,7 @@ func incompatibilityValue(e EdgeIncompatibility) any {
 // chain: json.dumps({"composition", "structure", "composed_quality" (:.3f),
 // "requirement" (:.3f)}, sort_keys=True).
 func structureMeetsDigest(w Workflow, q float64) string {
-	return sha256Hex(pyDumpsAny(map[string]any{
+	return sha256Hex(PyJSONDumps(PyObject{
 		"composition":      w.CompositionID,
 		"structure":        structureValue(w.Structure),
 		"composed_quality": PyFixed(q, 3),
@@ -87,80 +82,10 @@ func incompatibleDigest(w Workflow, report edgeReport) string {
 	for i, e := range report.found {
 		edges[i] = incompatibilityValue(e)
 	}
-	return sha256Hex(pyDumpsAny(map[string]any{
+	return sha256Hex(PyJSONDumps(PyObject{
 		"composition":        w.CompositionID,
 		"structure":          structureValue(w.Structure),
 		"incompatibilities":  edges,
 		"incompatible_edges": report.total,
 	}))
-}
-
-// pyDumpsAny is json.dumps(v, sort_keys=True) for trees of string, bool,
-// int, float64, []any and map[string]any.
-func pyDumpsAny(v any) string {
-	var b strings.Builder
-	writePyAny(&b, v)
-	return b.String()
-}
-
-func writePyAny(b *strings.Builder, v any) {
-	switch x := v.(type) {
-	case float64:
-		b.WriteString(pyFloatRepr(x))
-	case []any:
-		b.WriteByte('[')
-		for i, e := range x {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			writePyAny(b, e)
-		}
-		b.WriteByte(']')
-	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		b.WriteByte('{')
-		for i, k := range keys {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			writePyJSONString(b, k)
-			b.WriteString(": ")
-			writePyAny(b, x[k])
-		}
-		b.WriteByte('}')
-	default:
-		writePyValue(b, x)
-	}
-}
-
-// pyFloatRepr is a float as json.dumps writes it: repr, the shortest text
-// that reads back the same, in exponent form when the decimal exponent is
-// below -4 or at least 16, else positional with at least one fractional
-// digit; NaN and Infinity as json.dumps spells them.
-func pyFloatRepr(x float64) string {
-	switch {
-	case math.IsNaN(x):
-		return "NaN"
-	case math.IsInf(x, 1):
-		return "Infinity"
-	case math.IsInf(x, -1):
-		return "-Infinity"
-	}
-	exp := 0
-	if x != 0 {
-		e := strconv.FormatFloat(x, 'e', -1, 64)
-		exp, _ = strconv.Atoi(e[strings.IndexByte(e, 'e')+1:])
-		if exp < -4 || exp >= 16 {
-			return e
-		}
-	}
-	s := strconv.FormatFloat(x, 'f', -1, 64)
-	if !strings.ContainsRune(s, '.') {
-		s += ".0"
-	}
-	return s
 }
