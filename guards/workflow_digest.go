@@ -13,8 +13,6 @@ package guards
 //
 // with k a Python int and p a Python float (repr, so 1 is written 1.0).
 
-import ()
-
 // structureValue is the canonical structure as a tree for PyJSONDumps.
 func structureValue(n Node) any {
 	list := func() []any {
