@@ -667,22 +667,12 @@ func appendCanonicalValue(dst []byte, v any, depth int) ([]byte, error) {
 			}
 		}
 		return append(dst, '}'), nil
-	case map[string][]string:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
+	case map[string][]string: // dependentRequired: rare, so written as the general object
+		m := make(map[string]any, len(x))
+		for k, v := range x {
+			m[k] = v
 		}
-		slices.SortFunc(keys, compareUTF16)
-		dst = append(dst, '{')
-		for i, k := range keys {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendCanonicalString(dst, k)
-			dst = append(dst, ':')
-			dst, _ = appendCanonicalValue(dst, x[k], depth+1)
-		}
-		return append(dst, '}'), nil
+		return appendCanonicalValue(dst, m, depth)
 	}
 	return nil, fmt.Errorf("%w: %T is not a JSON value", ErrInvalid, v)
 }
