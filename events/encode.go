@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"sort"
+	"strconv"
 	"time"
 )
 
@@ -97,20 +98,46 @@ func (m Meta) event(kind Kind, key string, payload Event) Event {
 	return payload
 }
 
+// NewQualityCheckpoint builds an io.toolsentry.tool.quality.checkpoint.v1
+// event on toolsentry.telemetry.quality.<tool>. Like a verdict, it is
+// derived from an input, so its id is too (CheckpointID), its source is the
+// prefix and its time inputTime: a redelivered invocation republishes the
+// same checkpoint, which the stream drops.
+func (n Names) NewQualityCheckpoint(p QualityCheckpoint, inputTime time.Time) (Message, error) {
+	return n.Encode(Event{
+		Kind:              KindQualityCheckpoint,
+		ID:                CheckpointID(p.ToolID, p.ThroughSequence),
+		Source:            n.Prefix(),
+		Time:              inputTime,
+		Subject:           p.ToolID,
+		QualityCheckpoint: &p,
+	})
+}
+
+// CheckpointID is the event id of a tool's checkpoint through a sequence:
+// the first 128 bits of a SHA-256 over the length-prefixed fields, in hex.
+func CheckpointID(toolID string, throughSeq uint64) string {
+	return lengthPrefixedID("toolsentry.checkpoint.v1", toolID, strconv.FormatUint(throughSeq, 10))
+}
+
+func lengthPrefixedID(fields ...string) string {
+	h := sha256.New()
+	var l [8]byte
+	for _, s := range fields {
+		binary.BigEndian.PutUint64(l[:], uint64(len(s)))
+		h.Write(l[:])
+		h.Write([]byte(s))
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
 // VerdictID derives a verdict's event id from what the verdict is about: the
 // guard (kind), the input event's id, the key, the agent ("" for none) and
 // the manifest digest. A redelivered or replayed input yields the same id,
 // so the verdict stream's duplicate window drops the repeat. It is the first
 // 128 bits of a SHA-256 over the length-prefixed fields, in hex.
 func VerdictID(kind Kind, inputEventID, key, agentID, manifestDigest string) string {
-	h := sha256.New()
-	var l [8]byte
-	for _, s := range []string{"toolsentry.verdict.v1", kind.Token(), inputEventID, key, agentID, manifestDigest} {
-		binary.BigEndian.PutUint64(l[:], uint64(len(s)))
-		h.Write(l[:])
-		h.Write([]byte(s))
-	}
-	return hex.EncodeToString(h.Sum(nil)[:16])
+	return lengthPrefixedID("toolsentry.verdict.v1", kind.Token(), inputEventID, key, agentID, manifestDigest)
 }
 
 // NewSchemaVerdict builds an io.toolsentry.verdict.schema.v1 event on
@@ -219,7 +246,7 @@ func (n Names) Encode(ev Event) (Message, error) {
 // verdict.
 func payloadData(ev Event) (data []byte, key, verdict string, err error) {
 	set := 0
-	for _, p := range []bool{ev.SchemaObserved != nil, ev.Invocation != nil, ev.Contract != nil, ev.Workflow != nil, ev.SchemaVerdict != nil, ev.CompositionVerdict != nil} {
+	for _, p := range []bool{ev.SchemaObserved != nil, ev.Invocation != nil, ev.Contract != nil, ev.Workflow != nil, ev.QualityCheckpoint != nil, ev.SchemaVerdict != nil, ev.CompositionVerdict != nil} {
 		if p {
 			set++
 		}
@@ -254,6 +281,8 @@ func payloadData(ev Event) (data []byte, key, verdict string, err error) {
 		v, key = ev.Invocation, ev.Invocation.ToolID
 	case ev.Kind == KindContract && ev.Contract != nil:
 		v, key = ev.Contract, ev.Contract.ToolID
+	case ev.Kind == KindQualityCheckpoint && ev.QualityCheckpoint != nil:
+		v, key = ev.QualityCheckpoint, ev.QualityCheckpoint.ToolID
 	case ev.Kind == KindWorkflow && ev.Workflow != nil:
 		data, key = ev.Workflow.Raw, ev.Workflow.CompositionID
 	case ev.Kind == KindSchemaVerdict && ev.SchemaVerdict != nil:

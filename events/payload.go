@@ -27,6 +27,7 @@ type Event struct {
 	Invocation         *Invocation
 	Contract           *Contract
 	Workflow           *Workflow
+	QualityCheckpoint  *QualityCheckpoint
 	SchemaVerdict      *SchemaVerdict
 	CompositionVerdict *CompositionVerdict
 }
@@ -209,6 +210,15 @@ func (c *Contract) ToolQuality() guards.ToolQuality {
 		OutputSchemaHash:        c.OutputSchemaHash,
 		ExpectedInputSchemaHash: c.ExpectedInputSchemaHash,
 	}
+}
+
+// QualityCheckpoint is the data of TypeQualityCheckpoint: a tool's outcome
+// counts through the invocation at stream sequence ThroughSequence.
+type QualityCheckpoint struct {
+	ToolID          string `json:"tool_id"`
+	Calls           int64  `json:"calls"`
+	Successes       int64  `json:"successes"`
+	ThroughSequence uint64 `json:"through_sequence"`
 }
 
 // Workflow is the data of TypeWorkflow. Raw is the whole workflow object as

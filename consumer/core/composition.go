@@ -35,6 +35,27 @@ func (c *Core) applyContract(st State, in Input) (Effects, error) {
 	return eff, c.reevaluate(ov, in, k.ToolID, &eff)
 }
 
+// applyCheckpoint records a tool's measured outcomes, as its lane counted
+// them through one invocation, and evaluates every workflow that uses the
+// tool, publishing a verdict for each whose verdict or composed quality
+// changed. A checkpoint through a sequence already applied (a republished
+// one, beyond the stream's duplicate window) changes nothing.
+func (c *Core) applyCheckpoint(st State, in Input) (Effects, error) {
+	k := in.Event.QualityCheckpoint
+	var eff Effects
+	ov := newOverlay(st)
+	q := &QualityRecord{ToolID: k.ToolID}
+	if prev, ok := st.Quality(k.ToolID); ok {
+		if prev.Through >= k.ThroughSequence {
+			return eff, nil
+		}
+		q = cloneQuality(prev)
+	}
+	q.Calls, q.Successes, q.Through = k.Calls, k.Successes, k.ThroughSequence
+	ov.write(&eff, Write{Bucket: Quality, IDs: []string{k.ToolID}, Record: q})
+	return eff, c.reevaluate(ov, in, k.ToolID, &eff)
+}
+
 // applyWorkflow stores a declared workflow and publishes its verdict. A
 // workflow that is malformed or meaningless is bad input; one whose tools
 // have no contract or measurement yet is stored, and evaluated when they
