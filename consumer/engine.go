@@ -169,6 +169,11 @@ type Engine struct {
 	// their redeliveries come only after AckWait, and newer messages of
 	// their keys must not overtake them. See startRecovery.
 	recovering *recovery
+	// lastConsumerSeq is the highest consumer sequence delivered to this
+	// engine. The server numbers every delivery of the consumer, so a jump
+	// means deliveries that never reached us: dropped from a full client
+	// buffer ("slow consumer") or lost with a connection. See accept.
+	lastConsumerSeq uint64
 
 	started   atomic.Bool
 	closeOnce sync.Once
@@ -461,9 +466,7 @@ func (e *Engine) watchConnection(ctx context.Context) {
 			case nats.RECONNECTING:
 				e.mu.Lock()
 				if e.recovering == nil {
-					r := &recovery{pending: ^uint64(0), seen: map[uint64]struct{}{}}
-					r.timer = time.AfterFunc(time.Hour, func() {}) // replaced on reconnect
-					e.recovering = r
+					e.holdLocked()
 					e.log.Warn().Msg("connection lost; holding every key until the reconnect")
 				}
 				e.mu.Unlock()
@@ -472,6 +475,14 @@ func (e *Engine) watchConnection(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// holdLocked holds every key until afterReconnect replaces the hold by a
+// recovery from the consumer's state. e.mu must be held.
+func (e *Engine) holdLocked() {
+	r := &recovery{pending: ^uint64(0), seen: map[uint64]struct{}{}}
+	r.timer = time.AfterFunc(time.Hour, func() {}) // replaced by afterReconnect
+	e.recovering = r
 }
 
 // afterReconnect replaces a hold of the disconnection (or none) by a
@@ -680,6 +691,19 @@ func (e *Engine) accept(jm jetstream.Msg) {
 
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if cs := md.Sequence.Consumer; cs > e.lastConsumerSeq {
+		if e.lastConsumerSeq != 0 && cs > e.lastConsumerSeq+1 && e.recovering == nil && !e.stopping {
+			// Deliveries between the two never arrived. They come back
+			// only after AckWait, and newer messages of their keys must
+			// not overtake them: hold every key, as after a reconnect,
+			// until the consumer says which are unacknowledged.
+			e.holdLocked()
+			e.log.Warn().Uint64("from", e.lastConsumerSeq+1).Uint64("to", cs-1).
+				Msg("deliveries lost before they reached this worker; holding every key until they are redelivered")
+			go e.afterReconnect()
+		}
+		e.lastConsumerSeq = cs
+	}
 	if r := e.recovering; r != nil && m.NumDelivered > 1 && m.StreamSeq <= r.upTo {
 		r.seen[m.StreamSeq] = struct{}{}
 		if uint64(len(r.seen)) >= r.pending {
