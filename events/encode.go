@@ -131,6 +131,14 @@ func lengthPrefixedID(fields ...string) string {
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
+// DerivedID is the id of an event that a worker derives from an input
+// (the tools of a tools/list, say): the first 128 bits of a SHA-256 over
+// the input's id and the parts, length-prefixed, in hex. A redelivered input
+// derives the same ids, so the stream's duplicate window drops the repeats.
+func DerivedID(inputEventID string, parts ...string) string {
+	return lengthPrefixedID(append([]string{"toolsentry.derived.v1", inputEventID}, parts...)...)
+}
+
 // VerdictID derives a verdict's event id from what the verdict is about: the
 // guard (kind), the input event's id, the key, the agent ("" for none) and
 // the manifest digest. A redelivered or replayed input yields the same id,

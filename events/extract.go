@@ -425,5 +425,13 @@ func qualityCheckpointOf(m map[string]any) (*QualityCheckpoint, error) {
 	if p.Successes > p.Calls {
 		return nil, fmt.Errorf("%w: successes %d exceed calls %d", ErrSchemaInvalid, p.Successes, p.Calls)
 	}
+	p.Fingerprint = str(m, "fingerprint")
+	var err error
+	if p.InputSchema, err = rawOf(m["input_schema"]); err != nil {
+		return nil, fmt.Errorf("%w: input_schema: %v", ErrSchemaInvalid, err)
+	}
+	if p.OutputSchema, err = rawOf(m["output_schema"]); err != nil {
+		return nil, fmt.Errorf("%w: output_schema: %v", ErrSchemaInvalid, err)
+	}
 	return p, nil
 }

@@ -58,17 +58,25 @@ func (c *Core) applyInvocation(st State, in Input) (Effects, error) {
 			o.LastSeq = in.Seq
 			ov.write(&eff, Write{Bucket: Outcomes, IDs: []string{inv.ToolID}, Record: o})
 			if o.Calls%c.opts.QualityEvery == 0 {
-				msg, err := c.opts.Names.NewQualityCheckpoint(events.QualityCheckpoint{
+				if err := c.checkpoint(&eff, in, events.QualityCheckpoint{
 					ToolID: inv.ToolID, Calls: o.Calls, Successes: o.Successes, ThroughSequence: in.Seq,
-				}, in.Event.Time)
-				if err != nil {
-					return Effects{}, fmt.Errorf("encoding quality checkpoint: %w", err)
+				}); err != nil {
+					return Effects{}, err
 				}
-				eff.Telemetry = append(eff.Telemetry, msg)
 			}
 		}
 	}
 	return eff, nil
+}
+
+// checkpoint adds a quality checkpoint for the composition lane.
+func (c *Core) checkpoint(eff *Effects, in Input, k events.QualityCheckpoint) error {
+	msg, err := c.opts.Names.NewQualityCheckpoint(k, in.Event.Time)
+	if err != nil {
+		return fmt.Errorf("encoding quality checkpoint: %w", err)
+	}
+	eff.Telemetry = append(eff.Telemetry, msg)
+	return nil
 }
 
 // succeeded is the agent's judgement when it gave one, else the status.

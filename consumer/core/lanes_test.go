@@ -1,9 +1,14 @@
 package core
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/toolsentry/toolsentry/events"
+	"github.com/toolsentry/toolsentry/guards"
 )
 
 // TestCheckpointsCarryOutcomesToTheCompositionLane: every QualityEvery
@@ -61,10 +66,8 @@ func TestCheckpointsCarryOutcomesToTheCompositionLane(t *testing.T) {
 		{ToolID: "x", Calls: 4, Successes: 3, ThroughSequence: 4},
 		{ToolID: "x", Calls: 8, Successes: 7, ThroughSequence: 8},
 	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("checkpoint %d: %+v, want %+v", i, got[i], want[i])
-		}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("checkpoints (-want +got):\n%s", diff)
 	}
 	// The composition lane applies them in order; a republished one (beyond
 	// the duplicate window, at a later sequence) changes nothing.
@@ -168,5 +171,89 @@ func TestLanesOwnTheirRecords(t *testing.T) {
 	}
 	if q, ok := h.state.Quality("x"); !ok || q.Calls != 12 {
 		t.Errorf("quality after 12 outcomes: %+v", q)
+	}
+}
+
+// TestToolsListFansOutToToolLanes: a tools/list result, applied in its
+// server's lane, writes nothing and publishes nothing but one observation
+// per tool, which each tool's lane applies (the harness appends published
+// telemetry to the stream, as the live worker does).
+func TestToolsListFansOutToToolLanes(t *testing.T) {
+	c := New(Options{})
+	list := `{"server":"crm","tools":{"tools":[` + crmV1 + `,{"name":"search","inputSchema":{"type":"object","properties":{"q":{"type":"string"}}}}]}}`
+	msg := fmt.Sprintf(`{"specversion":"1.0","id":"list-1","source":"test","type":%q,"data":%s}`, events.TypeSchemaObserved, list)
+	ev, err := events.Decode("toolsentry.telemetry.schema.crm", nil, []byte(msg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eff, err := c.Apply(NewMemState(), Input{Event: ev, Subject: "toolsentry.telemetry.schema.crm", Seq: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(eff.Writes) != 0 || len(eff.Verdicts) != 0 || len(eff.Telemetry) != 2 {
+		t.Fatalf("writes %d, verdicts %d, telemetry %d; want 0, 0, 2", len(eff.Writes), len(eff.Verdicts), len(eff.Telemetry))
+	}
+	again, err := c.Apply(NewMemState(), Input{Event: ev, Subject: "toolsentry.telemetry.schema.crm", Seq: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range eff.Telemetry {
+		if again.Telemetry[i].ID != m.ID {
+			t.Errorf("a redelivered list derives another id for tool %d", i)
+		}
+	}
+	want := []string{"toolsentry.telemetry.schema.lookup", "toolsentry.telemetry.schema.search"}
+	for i, m := range eff.Telemetry {
+		if m.Subject != want[i] {
+			t.Errorf("observation %d on %s, want %s", i, m.Subject, want[i])
+		}
+		d, err := events.Decode(m.Subject, m.Header, m.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.SchemaObserved.Server != "crm" || d.SchemaObserved.IsList() {
+			t.Errorf("observation %d: %+v", i, d.SchemaObserved)
+		}
+		if OrderingKey("schema", strings.TrimPrefix(m.Subject, "toolsentry.telemetry.schema.")) == OrderingKey("schema", "crm") {
+			t.Errorf("observation %d stays in the server's lane", i)
+		}
+	}
+
+	h := newHarness(t)
+	got := h.apply(1, "toolsentry.telemetry.schema.crm", nil, []byte(msg))
+	if len(got) != 2 || got[0].SchemaVerdict.Verdict != guards.NoBaseline || got[1].SchemaVerdict.ToolID != "search" {
+		t.Fatalf("verdicts %+v", got)
+	}
+}
+
+// TestStageCompatibilityUsesCheckpointedSchemas: where contracts name no
+// schema hashes, stage compatibility compares the tools' observed schemas,
+// as checkpointed into the composition lane when a new version is observed.
+func TestStageCompatibilityUsesCheckpointedSchemas(t *testing.T) {
+	h := newHarness(t)
+	h.send("contract", "producer", events.TypeContract, contract("producer", 0.99, "DETERMINISTIC", ""))
+	h.send("contract", "consumer", events.TypeContract, contract("consumer", 0.99, "DETERMINISTIC", ""))
+	h.observe("producer", "1", `{"name":"producer","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"id":{"type":"string"}},"required":["id"]}}`)
+	h.observe("consumer", "1", `{"name":"consumer","inputSchema":{"type":"object","properties":{"id":{"type":"integer"}},"required":["id"]}}`)
+	q, ok := h.state.Quality("producer")
+	if !ok || q.Fingerprint == "" || len(q.OutputSchema) == 0 {
+		t.Fatalf("the producer's schemas did not reach the composition lane: %+v", q)
+	}
+	wf := `{"composition_id":"pc","workflow_quality_requirement":0.5,"introduction_of_nondeterminism_acceptable":true,"policy":{"require_schema_compatibility":true},"structure":{"chain":["producer","consumer"]}}`
+	got := h.send("workflow", "pc", events.TypeWorkflow, wf)
+	if len(got) != 1 || got[0].CompositionVerdict.Verdict != guards.SemanticIncompatible {
+		t.Fatalf("string id into an integer id: %+v", got)
+	}
+	// The consumer's next version takes a string: the checkpoint of the new
+	// version makes the composition lane evaluate the workflow again.
+	got = h.observe("consumer", "2", `{"name":"consumer","inputSchema":{"type":"object","properties":{"id":{"type":"string"}},"required":["id"]}}`)
+	var verdict guards.CompositionVerdict
+	for _, e := range got {
+		if e.CompositionVerdict != nil {
+			verdict = e.CompositionVerdict.Verdict
+		}
+	}
+	if verdict == "" || verdict == guards.SemanticIncompatible {
+		t.Fatalf("after the compatible version: %q (%+v)", verdict, got)
 	}
 }

@@ -164,6 +164,12 @@ type QualityRecord struct {
 	Calls     int64  `json:"calls"`
 	Successes int64  `json:"successes"`
 	Through   uint64 `json:"through_sequence"`
+	// Fingerprint, InputSchema and OutputSchema are the tool's observed
+	// version as of the last checkpoint that carried one, for stage
+	// compatibility where no contract names schema hashes.
+	Fingerprint  string          `json:"fingerprint,omitempty"`
+	InputSchema  json.RawMessage `json:"input_schema,omitempty"`
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
 }
 
 // OutcomeRecord counts a tool's outcomes as its lane applies invocations
