@@ -93,16 +93,20 @@ func ReadChainLink(data []byte) (ChainLink, error) {
 		return ChainLink{}, fmt.Errorf("%w: structured mode: attribute specversion missing", ErrNotCloudEvent)
 	}
 	var link ChainLink
-	link.Signature, _ = obj[AttrSignature].(string)
-	delete(obj, AttrSignature)
 	if p, ok := obj[AttrPrevious]; ok && p != nil {
 		if link.Previous, ok = p.(string); !ok {
 			return ChainLink{}, fmt.Errorf("%w: attribute %s: want a string, got %s", ErrSpecViolation, AttrPrevious, jsonKind(p))
 		}
 	}
-	b, err := marshalJSON(obj)
-	if err != nil {
-		return ChainLink{}, fmt.Errorf("%w: structured mode: %v", ErrSpecViolation, err)
+	// Without a signature member the body itself is canonicalised; with
+	// one, the object without it, written back as JSON.
+	b := data
+	if sig, ok := obj[AttrSignature]; ok {
+		link.Signature, _ = sig.(string)
+		delete(obj, AttrSignature)
+		if b, err = marshalJSON(obj); err != nil {
+			return ChainLink{}, fmt.Errorf("%w: structured mode: %v", ErrSpecViolation, err)
+		}
 	}
 	canon, err := jcs.Transform(b)
 	if err != nil {

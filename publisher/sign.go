@@ -153,57 +153,78 @@ func (s *Signer) PublicKey() string { return s.public }
 
 // Sign returns msg with the signature attribute (events.AttrSignature) set
 // to a DSSE envelope that signs the verdict's events.VerdictDigest with the
-// signer's key, under keyid PublicKey(). The structured CloudEvent is
-// re-encoded with events.Names.Encode (attributes in its fixed order), so
-// the output decodes like the input and its digest is the input's: the
-// chain link (events.AttrPrevious) and every other attribute are signed. A
-// signature already present is replaced. ed25519 is deterministic: the same
-// verdict signs to the same bytes, so a verdict republished for a
+// signer's key, under keyid PublicKey(). The digest covers every other
+// attribute, the chain link (events.AttrPrevious) included, and the data;
+// adding the signature does not change it. id, subject and headers stay.
+//
+// The attribute is added as the structured-mode object's last member, the
+// rest of the body is kept byte for byte: a verdict as the constructors
+// write it signs with one parse and one ed25519 signature. A message that
+// is already signed is decoded and re-encoded without its old signature
+// first (events.Names.Encode), and then signed. ed25519 is deterministic:
+// the same verdict signs to the same bytes, so a verdict republished for a
 // redelivered input is still dropped by the stream's duplicate window.
 func (s *Signer) Sign(msg events.Message) (events.Message, error) {
-	names, ev, err := decodeVerdict(msg)
+	names, err := verdictNames(msg.Subject)
 	if err != nil {
 		return events.Message{}, err
 	}
-	delete(ev.Extensions, events.AttrSignature)
-	unsigned, err := names.Encode(ev)
-	if err != nil {
-		return events.Message{}, fmt.Errorf("%w: re-encoding %s: %w", ErrNotVerdict, msg.ID, err)
-	}
-	digest, err := events.VerdictDigest(unsigned.Data)
+	link, err := events.ReadChainLink(msg.Data)
 	if err != nil {
 		return events.Message{}, fmt.Errorf("%w: %s: %w", ErrNotVerdict, msg.ID, err)
 	}
-	material, err := s.envelope(digest)
+	body := bytes.TrimRight(msg.Data, " \t\r\n")
+	if link.Signature != "" || !bytes.HasSuffix(body, []byte("}")) {
+		if msg, err = reencodeUnsigned(names, msg); err != nil {
+			return events.Message{}, err
+		}
+		body = msg.Data
+	}
+	material, err := s.envelope(link.Digest)
 	if err != nil {
 		return events.Message{}, err
 	}
-	if ev.Extensions == nil {
-		ev.Extensions = make(map[string]string, 1)
-	}
-	ev.Extensions[events.AttrSignature] = material
-	signed, err := names.Encode(ev)
-	if err != nil {
-		return events.Message{}, fmt.Errorf("%w: encoding signed %s: %w", ErrNotVerdict, msg.ID, err)
-	}
-	return signed, nil
+	out := make([]byte, 0, len(body)+len(events.AttrSignature)+len(material)+6)
+	out = append(out, body[:len(body)-1]...)
+	out = append(out, `,"`...)
+	out = append(out, events.AttrSignature...)
+	out = append(out, `":"`...)
+	out = append(out, material...) // Base64: nothing to escape
+	out = append(out, `"}`...)
+	msg.Data = out
+	return msg, nil
 }
 
-// decodeVerdict decodes a verdict message with the prefix of its subject.
-func decodeVerdict(msg events.Message) (events.Names, events.Event, error) {
-	prefix, _, _ := strings.Cut(msg.Subject, ".")
+// verdictNames returns the names of a verdict subject's prefix.
+func verdictNames(subject string) (events.Names, error) {
+	prefix, _, _ := strings.Cut(subject, ".")
 	names, err := events.NewNames(prefix)
 	if err != nil {
-		return events.Names{}, events.Event{}, fmt.Errorf("%w: subject %q: %w", ErrNotVerdict, msg.Subject, err)
+		return events.Names{}, fmt.Errorf("%w: subject %q: %w", ErrNotVerdict, subject, err)
 	}
+	addr, err := names.ParseSubject(subject)
+	if err != nil {
+		return events.Names{}, fmt.Errorf("%w: %w", ErrNotVerdict, err)
+	}
+	if addr.Class != events.ClassVerdicts {
+		return events.Names{}, fmt.Errorf("%w: subject %q is not a verdict subject", ErrNotVerdict, subject)
+	}
+	return names, nil
+}
+
+// reencodeUnsigned decodes a verdict and encodes it again without its
+// signature attribute.
+func reencodeUnsigned(names events.Names, msg events.Message) (events.Message, error) {
 	ev, err := names.Decode(msg.Subject, msg.Header, msg.Data)
 	if err != nil {
-		return events.Names{}, events.Event{}, fmt.Errorf("%w: %w", ErrNotVerdict, err)
+		return events.Message{}, fmt.Errorf("%w: %w", ErrNotVerdict, err)
 	}
-	if ev.Kind.Class() != events.ClassVerdicts {
-		return events.Names{}, events.Event{}, fmt.Errorf("%w: a %s event", ErrNotVerdict, ev.Kind)
+	delete(ev.Extensions, events.AttrSignature)
+	out, err := names.Encode(ev)
+	if err != nil {
+		return events.Message{}, fmt.Errorf("%w: re-encoding %s: %w", ErrNotVerdict, msg.ID, err)
 	}
-	return names, ev, nil
+	return out, nil
 }
 
 // dsseEnvelope is a DSSE v1.0.2 JSON envelope.
