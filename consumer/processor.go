@@ -33,6 +33,9 @@ type ProcessorOptions struct {
 	ConflictAttempts int
 	// Verdicts is told of every verdict stored (default: nobody).
 	Verdicts VerdictObserver
+	// Signer signs each verdict before it is published (default: none,
+	// verdicts are published unsigned).
+	Signer Signer
 }
 
 // Processor is the Handler that turns telemetry into verdicts: decode the
@@ -103,6 +106,10 @@ func (p *Processor) publish(ctx context.Context, verdicts, telemetry []events.Me
 	}
 	b, tb := p.pub.NewBatch(), p.pub.NewBatch()
 	for _, v := range verdicts {
+		v, err := p.sign(v)
+		if err != nil {
+			return err
+		}
 		if err := b.Publish(ctx, v.Subject, v.ID, nats.Header(v.Header), v.Data); err != nil {
 			return fmt.Errorf("publishing verdict %s: %w", v.ID, err)
 		}

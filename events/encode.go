@@ -152,9 +152,11 @@ func VerdictID(kind Kind, inputEventID, key, agentID, manifestDigest string) str
 // toolsentry.verdicts.schema.<verdict>.<tool>. Its id is VerdictID, its
 // source the prefix, its subject attribute the tool id, and its time
 // inputTime, the time of the input event (zero omits it): never the wall
-// clock, so that a replay produces the same bytes.
-func (n Names) NewSchemaVerdict(v SchemaVerdict, inputTime time.Time) (Message, error) {
-	return n.Encode(Event{
+// clock, so that a replay produces the same bytes. WithPrevious links it to
+// the previous verdict of its chain (see ChainKey); the id does not depend
+// on the link.
+func (n Names) NewSchemaVerdict(v SchemaVerdict, inputTime time.Time, opts ...VerdictOption) (Message, error) {
+	ev := Event{
 		Kind:          KindSchemaVerdict,
 		Type:          TypeSchemaVerdict,
 		ID:            VerdictID(KindSchemaVerdict, v.InputEventID, v.ToolID, v.AgentID, v.ManifestDigest),
@@ -162,14 +164,18 @@ func (n Names) NewSchemaVerdict(v SchemaVerdict, inputTime time.Time) (Message, 
 		Time:          inputTime,
 		Subject:       v.ToolID,
 		SchemaVerdict: &v,
-	})
+	}
+	if err := applyVerdictOptions(&ev, opts); err != nil {
+		return Message{}, err
+	}
+	return n.Encode(ev)
 }
 
 // NewCompositionVerdict builds an io.toolsentry.verdict.composition.v1 event
 // on toolsentry.verdicts.composition.<verdict>.<composition>; see
 // NewSchemaVerdict for its attributes.
-func (n Names) NewCompositionVerdict(v CompositionVerdict, inputTime time.Time) (Message, error) {
-	return n.Encode(Event{
+func (n Names) NewCompositionVerdict(v CompositionVerdict, inputTime time.Time, opts ...VerdictOption) (Message, error) {
+	ev := Event{
 		Kind:               KindCompositionVerdict,
 		Type:               TypeCompositionVerdict,
 		ID:                 VerdictID(KindCompositionVerdict, v.InputEventID, v.CompositionID, "", v.ManifestDigest),
@@ -177,7 +183,11 @@ func (n Names) NewCompositionVerdict(v CompositionVerdict, inputTime time.Time) 
 		Time:               inputTime,
 		Subject:            v.CompositionID,
 		CompositionVerdict: &v,
-	})
+	}
+	if err := applyVerdictOptions(&ev, opts); err != nil {
+		return Message{}, err
+	}
+	return n.Encode(ev)
 }
 
 // Encode writes ev as a structured-mode CloudEvent (JSON format) on the

@@ -63,6 +63,8 @@ Flags (each also read from the environment variable shown):
   --telemetry-max-age D   how long telemetry is kept for replay; 0 keeps it forever
                           (TOOLSENTRY_TELEMETRY_MAX_AGE, default 720h)
   --shutdown-timeout D    how long a shutdown waits for in-flight events (TOOLSENTRY_SHUTDOWN_TIMEOUT, default 10s)
+  --signing-key FILE      nkeys seed file (from ` + "`toolsentry keygen`" + `) to sign every verdict with; empty
+                          publishes unsigned verdicts (TOOLSENTRY_SIGNING_KEY, default "")
   --log-level LEVEL       debug, info, warn or error (TOOLSENTRY_LOG_LEVEL, default "info")
   --log-format FORMAT     json, console, or auto: console on a terminal (TOOLSENTRY_LOG_FORMAT, default "auto")
 
@@ -106,6 +108,7 @@ type serveFlags struct {
 	workers, replicas, maxDeliver             int
 	ackWait, telemetryMaxAge, shutdownTimeout time.Duration
 	logLevel, logFormat                       string
+	signingKey                                string
 }
 
 // serveStarted, when set (by tests), is called once the service is ready
@@ -130,6 +133,7 @@ func runServe(ctx context.Context, args []string, io stdio) error {
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", envDuration("TOOLSENTRY_SHUTDOWN_TIMEOUT", 10*time.Second), "")
 	fs.StringVar(&f.logLevel, "log-level", env("TOOLSENTRY_LOG_LEVEL", "info"), "")
 	fs.StringVar(&f.logFormat, "log-format", env("TOOLSENTRY_LOG_FORMAT", "auto"), "")
+	fs.StringVar(&f.signingKey, "signing-key", env(envSigningKey, ""), "")
 	if err := fs.Parse(args); err != nil {
 		return usageErrorf("serve: %v (see toolsentry serve --help)", err)
 	}
@@ -172,6 +176,10 @@ func serve(ctx context.Context, f serveFlags, io stdio) error {
 	log := zerolog.Ctx(ctx)
 	var stopping atomic.Bool
 	var svc atomic.Pointer[consumer.Service]
+	signer, err := loadServeSigner(ctx, f.signingKey)
+	if err != nil {
+		return err
+	}
 
 	// NATS: embedded unless a URL is given.
 	var nc *nats.Conn
@@ -258,7 +266,7 @@ func serve(ctx context.Context, f serveFlags, io stdio) error {
 			TelemetryMaxAge: maxAge(f.telemetryMaxAge),
 		},
 		Engine:    consumer.Options{Workers: f.workers, ShutdownTimeout: f.shutdownTimeout, Observer: m, Kind: metricKind},
-		Processor: consumer.ProcessorOptions{Verdicts: m},
+		Processor: consumer.ProcessorOptions{Verdicts: m, Signer: signer},
 	})
 	if err != nil {
 		return err
