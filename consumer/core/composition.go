@@ -84,9 +84,12 @@ func (c *Core) applyWorkflow(st State, in Input) (Effects, error) {
 		Tools:         w.Structure.ToolIDs(),
 		DeclaredSeq:   in.Seq,
 	}
-	if prev, ok := st.Workflow(decl.CompositionID); ok && prev.Last != nil {
-		last := *prev.Last
-		rec.Last = &last
+	if prev, ok := st.Workflow(decl.CompositionID); ok {
+		rec.Chain = prev.Chain
+		if prev.Last != nil {
+			last := *prev.Last
+			rec.Last = &last
+		}
 	}
 	m, pending, err := c.evaluate(st, w)
 	switch {
@@ -98,7 +101,7 @@ func (c *Core) applyWorkflow(st State, in Input) (Effects, error) {
 		rec.Pending = pending
 	default:
 		// A declaration always gets its verdict: it is the receipt.
-		if err := c.compositionVerdict(&eff, in, decl.CompositionID, m); err != nil {
+		if rec.Chain, err = c.compositionVerdict(&eff, in, decl.CompositionID, m, rec.Chain); err != nil {
 			return Effects{}, err
 		}
 		rec.Last = lastVerdict(m, in)
@@ -133,7 +136,7 @@ func (c *Core) reevaluate(ov *overlay, in Input, toolID string, eff *Effects) er
 			guards.PyFixed(rec.Last.ComposedQuality, 3) == guards.PyFixed(m.ComposedQuality, 3) {
 			continue // nothing a subscriber would act on changed
 		}
-		if err := c.compositionVerdict(eff, in, rec.CompositionID, m); err != nil {
+		if next.Chain, err = c.compositionVerdict(eff, in, rec.CompositionID, m, rec.Chain); err != nil {
 			return err
 		}
 		next.Pending, next.Last = "", lastVerdict(m, in)
@@ -188,7 +191,10 @@ func (c *Core) evaluate(st State, w guards.Workflow) (guards.WorkflowManifest, s
 	return m, "", err
 }
 
-func (c *Core) compositionVerdict(eff *Effects, in Input, compositionID string, m guards.WorkflowManifest) error {
+// compositionVerdict encodes a composition verdict linked to prev, the
+// digest of the workflow's previous verdict, adds it to the effects and
+// returns its digest: the workflow record's new chain head.
+func (c *Core) compositionVerdict(eff *Effects, in Input, compositionID string, m guards.WorkflowManifest, prev string) (string, error) {
 	failureModes := m.FailureModes
 	if failureModes == nil {
 		failureModes = []guards.FailureMode{}
@@ -206,10 +212,14 @@ func (c *Core) compositionVerdict(eff *Effects, in Input, compositionID string, 
 		GuardVersion:         guards.Version,
 	}
 	cv.InputEventID, cv.InputSubject, cv.InputSequence = verdictInput(in)
-	msg, err := c.opts.Names.NewCompositionVerdict(cv, in.Event.Time)
+	msg, err := c.opts.Names.NewCompositionVerdict(cv, in.Event.Time, events.WithPrevious(prev))
 	if err != nil {
-		return fmt.Errorf("encoding verdict: %w", err)
+		return "", fmt.Errorf("encoding verdict: %w", err)
+	}
+	digest, err := events.VerdictDigest(msg.Data)
+	if err != nil {
+		return "", fmt.Errorf("digest of verdict %s: %w", msg.ID, err)
 	}
 	eff.Verdicts = append(eff.Verdicts, msg)
-	return nil
+	return digest, nil
 }

@@ -35,7 +35,7 @@ func (c *Core) applyInvocation(st State, in Input) (Effects, error) {
 	dirty := grew
 
 	if rec, ok := st.Baseline(inv.ToolID); ok {
-		notified, err := c.checkAgentDrift(in, rec, u, grew, &eff)
+		notified, err := c.checkAgentDrift(ov, in, rec, u, grew, &eff)
 		if err != nil {
 			return Effects{}, err
 		}
@@ -128,7 +128,7 @@ func (u *UsageRecord) grow(inv *events.Invocation) bool {
 // version and adds a DRIFT_ON_USED_FIELDS verdict for a fingerprint pair
 // the agent was not told of yet; grew says the surface just grew. It
 // reports whether u changed.
-func (c *Core) checkAgentDrift(in Input, rec *BaselineRecord, u *UsageRecord, grew bool, eff *Effects) (bool, error) {
+func (c *Core) checkAgentDrift(ov *overlay, in Input, rec *BaselineRecord, u *UsageRecord, grew bool, eff *Effects) (bool, error) {
 	inv := in.Event.Invocation
 	cur := rec.Current
 	curDef, err := c.definition(cur)
@@ -167,7 +167,7 @@ func (c *Core) checkAgentDrift(in Input, rec *BaselineRecord, u *UsageRecord, gr
 			GuardVersion:        guards.Version,
 		}
 		sv.InputEventID, sv.InputSubject, sv.InputSequence = verdictInput(in)
-		return c.verdict(eff, in, sv)
+		return c.verdict(ov, eff, in, sv)
 	}
 
 	// The agent says which version it integrated against. When that

@@ -172,15 +172,20 @@ type QualityRecord struct {
 	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
 }
 
-// OutcomeRecord counts a tool's outcomes as its lane applies invocations
-// (bucket outcomes, key: tool). Every QualityEvery outcomes the lane
-// publishes the counts as a quality checkpoint for the composition lane.
+// OutcomeRecord is the tool lane's own record of a tool (bucket outcomes,
+// key: tool): the outcomes it counted and the head of the tool's verdict
+// chain. Every QualityEvery outcomes the lane publishes the counts as a
+// quality checkpoint for the composition lane. No operator command deletes
+// it (unlike a baseline), so the chain survives `baseline reset`.
 type OutcomeRecord struct {
 	ToolID    string `json:"tool_id"`
 	Calls     int64  `json:"calls"`
 	Successes int64  `json:"successes"`
 	// LastSeq is the stream sequence of the last invocation counted.
 	LastSeq uint64 `json:"last_seq"`
+	// Chain is the digest (events.VerdictDigest) of the last schema verdict
+	// about the tool: the predecessor of the next one.
+	Chain string `json:"chain,omitempty"`
 }
 
 // LastVerdict is the composition verdict last published for a workflow.
@@ -202,6 +207,9 @@ type WorkflowRecord struct {
 	Pending string `json:"pending,omitempty"`
 	// DeclaredSeq is the stream sequence of the declaration applied.
 	DeclaredSeq uint64 `json:"declared_seq"`
+	// Chain is the digest (events.VerdictDigest) of the last composition
+	// verdict about the workflow: the predecessor of the next one.
+	Chain string `json:"chain,omitempty"`
 }
 
 // Key is the KV key of a record: its ids (tool; tool and agent; or

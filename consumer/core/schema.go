@@ -35,7 +35,7 @@ func (c *Core) applySchema(st State, in Input) (Effects, error) {
 	obs := in.Event.SchemaObserved
 	var eff Effects
 	if !obs.IsList() {
-		return eff, c.observeTool(st, in, obs.ToolID, obs.Version, *obs.Tool, &eff)
+		return eff, c.observeTool(newOverlay(st), in, obs.ToolID, obs.Version, *obs.Tool, &eff)
 	}
 	for _, tool := range obs.Tools {
 		// Parsed here, so that a bad tool dead-letters the list it came in.
@@ -56,7 +56,7 @@ func (c *Core) applySchema(st State, in Input) (Effects, error) {
 	return eff, nil
 }
 
-func (c *Core) observeTool(st State, in Input, toolID, version string, tool events.MCPTool, eff *Effects) error {
+func (c *Core) observeTool(st *overlay, in Input, toolID, version string, tool events.MCPTool, eff *Effects) error {
 	raw, err := json.Marshal(tool)
 	if err != nil {
 		return fmt.Errorf("%w: tool: %v", guards.ErrInvalid, err)
@@ -104,13 +104,13 @@ func (c *Core) observeTool(st State, in Input, toolID, version string, tool even
 	switch {
 	case !found:
 		m := guards.EvaluateSchema(current, nil)
-		if err := c.verdict(eff, in, schemaVerdict(m, "", "", nil)); err != nil {
+		if err := c.verdict(st, eff, in, schemaVerdict(m, "", "", nil)); err != nil {
 			return err
 		}
 		next = &BaselineRecord{ToolID: toolID, Baseline: v, Current: v}
 	case prev.Baseline.Fingerprint == v.Fingerprint:
 		m := guards.EvaluateSchema(current, &guards.SchemaBaseline{BaselineFingerprint: prev.Baseline.Fingerprint})
-		if err := c.verdict(eff, in, schemaVerdict(m, "", prev.Baseline.Fingerprint, nil)); err != nil {
+		if err := c.verdict(st, eff, in, schemaVerdict(m, "", prev.Baseline.Fingerprint, nil)); err != nil {
 			return err
 		}
 		next = cloneBaseline(prev)
@@ -129,7 +129,7 @@ func (c *Core) observeTool(st State, in Input, toolID, version string, tool even
 				return "", err
 			}
 			held = held || rep.Manifest.Verdict == guards.DriftOnUsedFields
-			return rep.Manifest.Verdict, c.verdict(eff, in, schemaVerdict(rep.Manifest, agent, prev.Baseline.Fingerprint, &rep))
+			return rep.Manifest.Verdict, c.verdict(st, eff, in, schemaVerdict(rep.Manifest, agent, prev.Baseline.Fingerprint, &rep))
 		}
 		if len(agents) == 0 {
 			if _, err := report("", guards.UsedSurface{}); err != nil {
@@ -174,12 +174,22 @@ func (c *Core) observeTool(st State, in Input, toolID, version string, tool even
 	return nil
 }
 
-// verdict encodes a schema verdict and adds it to the effects.
-func (c *Core) verdict(eff *Effects, in Input, sv events.SchemaVerdict) error {
-	msg, err := c.opts.Names.NewSchemaVerdict(sv, in.Event.Time)
+// verdict encodes a schema verdict, linked to the previous verdict about
+// its tool, and adds it to the effects; the tool's outcome record takes the
+// new chain head.
+func (c *Core) verdict(ov *overlay, eff *Effects, in Input, sv events.SchemaVerdict) error {
+	o := &OutcomeRecord{ToolID: sv.ToolID}
+	if prev, ok := ov.Outcomes(sv.ToolID); ok {
+		o = cloneOutcomes(prev)
+	}
+	msg, err := c.opts.Names.NewSchemaVerdict(sv, in.Event.Time, events.WithPrevious(o.Chain))
 	if err != nil {
 		return fmt.Errorf("encoding verdict: %w", err)
 	}
+	if o.Chain, err = events.VerdictDigest(msg.Data); err != nil {
+		return fmt.Errorf("digest of verdict %s: %w", msg.ID, err)
+	}
 	eff.Verdicts = append(eff.Verdicts, msg)
+	ov.write(eff, Write{Bucket: Outcomes, IDs: []string{sv.ToolID}, Record: o})
 	return nil
 }
