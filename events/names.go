@@ -17,12 +17,14 @@ const (
 	TypeWorkflow           = "io.toolsentry.workflow.declared.v1"
 	TypeSchemaVerdict      = "io.toolsentry.verdict.schema.v1"
 	TypeCompositionVerdict = "io.toolsentry.verdict.composition.v1"
+	TypeWorkflowObserved   = "io.toolsentry.workflow.observed.v1"
 )
 
 // Kind says which payload an Event carries.
 type Kind uint8
 
-// The kinds. The first four are telemetry (inputs), the last two verdicts.
+// The kinds. The first four are telemetry (inputs), the next two verdicts;
+// KindWorkflowObserved, added later, is telemetry too.
 const (
 	KindUnknown Kind = iota
 	KindSchemaObserved
@@ -31,6 +33,7 @@ const (
 	KindWorkflow
 	KindSchemaVerdict
 	KindCompositionVerdict
+	KindWorkflowObserved
 )
 
 // Class is the family of a subject: telemetry, verdicts or dead letters.
@@ -60,6 +63,7 @@ var kindInfos = [...]kindInfo{
 	KindWorkflow:           {"workflow", TypeWorkflow, schemas.WorkflowDeclaredV1, ClassTelemetry, "workflow"},
 	KindSchemaVerdict:      {"schema_verdict", TypeSchemaVerdict, schemas.VerdictSchemaV1, ClassVerdicts, "schema"},
 	KindCompositionVerdict: {"composition_verdict", TypeCompositionVerdict, schemas.VerdictCompositionV1, ClassVerdicts, "composition"},
+	KindWorkflowObserved:   {"workflow_observed", TypeWorkflowObserved, schemas.WorkflowObservedV1, ClassTelemetry, "observed"},
 }
 
 func (k Kind) info() kindInfo {
@@ -96,7 +100,7 @@ func (k Kind) Schema() string { return k.info().schema }
 func (k Kind) Class() Class { return k.info().class }
 
 // Token returns the kind's subject token: the telemetry kind (schema,
-// invocation, contract, workflow) or the verdict's guard (schema,
+// invocation, contract, workflow, observed) or the verdict's guard (schema,
 // composition).
 func (k Kind) Token() string { return k.info().token }
 
