@@ -65,6 +65,9 @@ func (c *Core) applyWorkflow(st State, in Input) (Effects, error) {
 		last := *prev.Last
 		rec.Last = &last
 	}
+	if prev, ok := st.Workflow(decl.CompositionID); ok {
+		rec.Observed = prev.Observed // runs seen in traces outlive a new declaration (observed.go)
+	}
 	m, pending, err := c.evaluate(st, w)
 	switch {
 	case errors.Is(err, guards.ErrInvalid):

@@ -98,6 +98,8 @@ func (c *Core) Apply(st State, in Input) (Effects, error) {
 		return c.applyContract(st, in)
 	case ev.Workflow != nil:
 		return c.applyWorkflow(st, in)
+	case ev.WorkflowObserved != nil:
+		return c.applyObserved(st, in)
 	}
 	return Effects{}, fmt.Errorf("%w: %s", ErrUnsupported, ev.Type)
 }
@@ -185,11 +187,11 @@ const CompositionLane = "composition lane"
 
 // OrderingKey returns the key whose events must be applied in stream order
 // with this one, from the telemetry subject's kind and key tokens:
-// contracts and workflows share CompositionLane, every other kind is
-// ordered by its subject key (the tool).
+// contracts, workflows and observed runs share CompositionLane, every other
+// kind is ordered by its subject key (the tool).
 func OrderingKey(kindToken, keyToken string) string {
 	switch kindToken {
-	case "contract", "workflow":
+	case "contract", "workflow", "observed":
 		return CompositionLane
 	}
 	return keyToken

@@ -184,6 +184,9 @@ type WorkflowRecord struct {
 	Pending string `json:"pending,omitempty"`
 	// DeclaredSeq is the stream sequence of the declaration applied.
 	DeclaredSeq uint64 `json:"declared_seq"`
+	// Observed counts the runs seen in traces (observed.go); a record may
+	// hold only these, before the workflow is declared.
+	Observed *ObservedRuns `json:"observed,omitempty"`
 }
 
 // Key is the KV key of a record: its ids (tool; tool and agent; or
