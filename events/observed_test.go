@@ -58,7 +58,7 @@ func observedDecodeCases(t testing.TB) []decodeCase {
 				CompositionVerdict: &CompositionVerdict{
 					Verdict: guards.CompositionDegraded, Directive: "HALT: Observed quality 40.00% < requirement 80.00% over 30 runs.", ManifestDigest: digest,
 					CompositionID: "support", ComposedQuality: 0.4, Confidence: guards.ConfidenceConfirmed, FailureModes: []byte(`[]`),
-					Observed: &guards.ObservedQuality{Runs: 30, Successes: 12, SuccessRate: 0.4, SuccessRateLower: 0.27, SuccessRateUpper: 0.55, PredictedQuality: 0.9025, CorrelatedErrors: true},
+					Observed:     &guards.ObservedQuality{Runs: 30, Successes: 12, SuccessRate: 0.4, SuccessRateLower: 0.27, SuccessRateUpper: 0.55, PredictedQuality: 0.9025, CorrelatedErrors: true},
 					GuardVersion: "1", InputEventID: "e-9", InputSubject: "toolsentry.telemetry.observed.support", InputSequence: 90,
 				}},
 		},
