@@ -34,8 +34,12 @@ import (
 // beside it carrying the same call id. Times are fixed so that the order
 // and the overlap are the test's, not the clock's.
 func agentRun(tr trace.Tracer, base time.Time, secret string) {
-	at := func(ms int) trace.SpanStartEventOption { return trace.WithTimestamp(base.Add(time.Duration(ms) * time.Millisecond)) }
-	end := func(ms int) trace.SpanEndOption { return trace.WithTimestamp(base.Add(time.Duration(ms) * time.Millisecond)) }
+	at := func(ms int) trace.SpanStartEventOption {
+		return trace.WithTimestamp(base.Add(time.Duration(ms) * time.Millisecond))
+	}
+	end := func(ms int) trace.SpanEndOption {
+		return trace.WithTimestamp(base.Add(time.Duration(ms) * time.Millisecond))
+	}
 	op := func(o string) attribute.KeyValue { return attribute.String("gen_ai.operation.name", o) }
 	tool := func(n string) attribute.KeyValue { return attribute.String("gen_ai.tool.name", n) }
 
