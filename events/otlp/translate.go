@@ -168,10 +168,14 @@ func (t *translation) index(req *coltracepb.ExportTraceServiceRequest) {
 		for _, ss := range rs.GetScopeSpans() {
 			for _, s := range ss.GetSpans() {
 				sp := &span{s: s, resource: res, attrs: attrMap(s.GetAttributes())}
-				if len(s.GetTraceId()) != 16 || isZero(s.GetTraceId()) {
-					sp.idErr = fmt.Errorf("trace id of %d bytes, want 16, not all zero", len(s.GetTraceId()))
-				} else if len(s.GetSpanId()) != 8 || isZero(s.GetSpanId()) {
-					sp.idErr = fmt.Errorf("span id of %d bytes, want 8, not all zero", len(s.GetSpanId()))
+				if len(s.GetTraceId()) != 16 {
+					sp.idErr = fmt.Errorf("trace id of %d bytes, want 16", len(s.GetTraceId()))
+				} else if isZero(s.GetTraceId()) {
+					sp.idErr = errors.New("trace id all zero")
+				} else if len(s.GetSpanId()) != 8 {
+					sp.idErr = fmt.Errorf("span id of %d bytes, want 8", len(s.GetSpanId()))
+				} else if isZero(s.GetSpanId()) {
+					sp.idErr = errors.New("span id all zero")
 				} else if p := s.GetParentSpanId(); len(p) != 0 && len(p) != 8 {
 					sp.idErr = fmt.Errorf("parent span id of %d bytes, want 8 or none", len(p))
 				}

@@ -222,7 +222,7 @@ func TestTranslate(t *testing.T) {
 			},
 			want: []string{
 				"invocation " + spanID(4) + " tool=b agent=svc status=ok",
-				`rejected span "execute_tool a" (trace -, span -): trace id of 1 bytes, want 16, not all zero`,
+				`rejected span "execute_tool a" (trace -, span -): trace id of 1 bytes, want 16`,
 				`rejected span "execute_tool" (trace ` + traceHex + `, span ` + spanID(1) + `): a tool span without gen_ai.tool.name`,
 				`rejected span "execute_tool a" (trace ` + traceHex + `, span ` + spanID(2) + `): gen_ai.tool.call.arguments: not a JSON object`,
 				`rejected span "execute_tool a" (trace ` + traceHex + `, span ` + spanID(3) + `): gen_ai.tool.call.arguments: `,
