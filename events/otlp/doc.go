@@ -35,8 +35,10 @@
 // gen_ai.evaluation.score.label (case-insensitive): pass, passed, correct,
 // true, yes, success, succeeded are correct; fail, failed, incorrect, false,
 // no, failure are not; any other label (and a bare score, whose scale the
-// conventions leave to the evaluator) is no judgement. One failing
-// evaluation makes the call incorrect.
+// conventions leave to the evaluator) is no judgement, nor is an evaluation
+// that carries error.type (it did not complete). One failing evaluation
+// makes the call incorrect. Evaluations exported as log records, not span
+// events, do not reach a traces receiver.
 //
 // Observed workflows. The tool calls whose nearest enclosing span with
 // gen_ai.operation.name = "invoke_agent" is the same become one observed run

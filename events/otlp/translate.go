@@ -477,7 +477,11 @@ func evaluation(sp *span) (ok, judged bool) {
 		if e.GetName() != EventEvaluationResult {
 			continue
 		}
-		label := strings.ToLower(anyString(attrMap(e.GetAttributes())[AttrEvaluationLabel]))
+		attrs := attrMap(e.GetAttributes())
+		if anyString(attrs[AttrErrorType]) != "" {
+			continue // the evaluation itself failed: no judgement
+		}
+		label := strings.ToLower(anyString(attrs[AttrEvaluationLabel]))
 		switch {
 		case slices.Contains(passLabels, label):
 			judged = true

@@ -178,11 +178,13 @@ func TestTranslate(t *testing.T) {
 				withEvals(sp(1, 0, "execute_tool a", 0, 10, opTool, kv(AttrToolName, "a")), "PASSED"),
 				withEvals(sp(2, 0, "execute_tool b", 10, 20, opTool, kv(AttrToolName, "b")), "correct", "incorrect"),
 				withEvals(sp(3, 0, "execute_tool c", 20, 30, opTool, kv(AttrToolName, "c")), "relevant", ""),
+				withFailedEval(sp(4, 0, "execute_tool d", 30, 40, opTool, kv(AttrToolName, "d"))),
 			},
 			want: []string{
 				"invocation " + spanID(1) + " tool=a agent=svc status=ok correct=true",
 				"invocation " + spanID(2) + " tool=b agent=svc status=ok correct=false",
 				"invocation " + spanID(3) + " tool=c agent=svc status=ok",
+				"invocation " + spanID(4) + " tool=d agent=svc status=ok",
 			},
 		},
 		{
@@ -291,6 +293,13 @@ func withEvals(s *tracepb.Span, labels ...string) *tracepb.Span {
 	for _, l := range labels {
 		s.Events = append(s.Events, &tracepb.Span_Event{Name: EventEvaluationResult, Attributes: []*commonpb.KeyValue{kv(AttrEvaluationLabel, l)}})
 	}
+	return s
+}
+
+// withFailedEval adds an evaluation that errored: its "fail" label is no
+// judgement.
+func withFailedEval(s *tracepb.Span) *tracepb.Span {
+	s.Events = append(s.Events, &tracepb.Span_Event{Name: EventEvaluationResult, Attributes: []*commonpb.KeyValue{kv(AttrEvaluationLabel, "fail"), kv(AttrErrorType, "timeout")}})
 	return s
 }
 
