@@ -630,9 +630,10 @@ func (t *translation) observed(agent *span, calls []*call) (events.Message, erro
 	})
 }
 
-// maxCalls is the most tool calls one observed run may list (the schema's
-// bound).
-const maxCalls = 1000
+// maxCalls is the most tool calls one observed run may list: with a node
+// per call and per stage, its structure stays within guards'
+// MaxWorkflowNodes (the schema allows 1000 calls; the structure binds first).
+const maxCalls = (guards.MaxWorkflowNodes - 1) / 2
 
 // argumentTypes reads gen_ai.tool.call.arguments, structured or a JSON
 // string, as paths and types; the values are dropped here.

@@ -296,6 +296,23 @@ func withEvals(s *tracepb.Span, labels ...string) *tracepb.Span {
 	return s
 }
 
+func TestTranslateTooManyCalls(t *testing.T) {
+	spans := []*tracepb.Span{sp(1, 0, "invoke_agent bot", 0, 100000, opAgent, kv(AttrAgentName, "bot"))}
+	for i := 0; i <= maxCalls; i++ {
+		s := sp(2, 1, "execute_tool a", uint64(10+2*i), uint64(11+2*i), opTool, kv(AttrToolName, "a"))
+		s.SpanId[5], s.SpanId[6] = byte(i>>8), byte(i)
+		spans = append(spans, s)
+	}
+	res := Translate(request(spans...), Options{})
+	if len(res.Messages) != maxCalls+1 || len(res.Rejected) != 1 || !strings.Contains(res.Rejected[0].Error(), "512 tool calls under one agent invocation, at most 511") {
+		t.Errorf("%d messages, rejected %v", len(res.Messages), res.Rejected)
+	}
+	res = Translate(request(spans[:maxCalls+1]...), Options{})
+	if len(res.Messages) != maxCalls+1 || len(res.Rejected) != 0 {
+		t.Errorf("at the bound: %d messages, rejected %v", len(res.Messages), res.Rejected)
+	}
+}
+
 // withFailedEval adds an evaluation that errored: its "fail" label is no
 // judgement.
 func withFailedEval(s *tracepb.Span) *tracepb.Span {
