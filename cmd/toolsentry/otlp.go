@@ -220,6 +220,6 @@ func (r *emitReader) readOTLP(name string, data []byte) {
 		r.problems = append(r.problems, emitProblem{name, rej})
 	}
 	for _, m := range res.Messages {
-		r.events = append(r.events, emitEvent{where: name + ":" + m.ID, msg: m})
+		r.events = append(r.events, emitEvent{where: name, msg: m})
 	}
 }
