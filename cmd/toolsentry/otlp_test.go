@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"net/http"
@@ -25,6 +26,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -334,4 +337,72 @@ func TestOTLPHandlerAnswers(t *testing.T) {
 	if rec.Code != http.StatusMethodNotAllowed {
 		t.Errorf("GET: %d", rec.Code)
 	}
+}
+
+// receiverExport is one OTLP export (protobuf) of runs agent runs of trace
+// set k, each an invoke_agent span and three tool calls: 4 spans, 4 events.
+func receiverExport(k, runs int) []byte {
+	str := func(key, v string) *commonpb.KeyValue {
+		return &commonpb.KeyValue{Key: key, Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: v}}}
+	}
+	var spans []*tracepb.Span
+	for r := 0; r < runs; r++ {
+		tid := make([]byte, 16)
+		binary.BigEndian.PutUint64(tid, uint64(k)+1)
+		binary.BigEndian.PutUint64(tid[8:], uint64(r)+1)
+		sid := func(n int) []byte { b := make([]byte, 8); b[7] = byte(n); return b }
+		at := uint64(1_800_000_000_000_000_000 + r*1_000_000)
+		spans = append(spans, &tracepb.Span{TraceId: tid, SpanId: sid(1), Name: "invoke_agent bot", StartTimeUnixNano: at, EndTimeUnixNano: at + 900,
+			Attributes: []*commonpb.KeyValue{str("gen_ai.operation.name", "invoke_agent"), str("gen_ai.agent.name", "bench-bot")}})
+		for i, tool := range []string{"crm.lookup", "kb.search", "mail.send"} {
+			spans = append(spans, &tracepb.Span{TraceId: tid, SpanId: sid(2 + i), ParentSpanId: sid(1), Name: "execute_tool " + tool,
+				StartTimeUnixNano: at + uint64(10+i*100), EndTimeUnixNano: at + uint64(60+i*100),
+				Attributes: []*commonpb.KeyValue{str("gen_ai.operation.name", "execute_tool"), str("gen_ai.tool.name", tool),
+					str("gen_ai.tool.call.arguments", `{"user_id":"u","options":{"limit":5}}`)}})
+		}
+	}
+	b, err := proto.Marshal(&coltracepb.ExportTraceServiceRequest{ResourceSpans: []*tracepb.ResourceSpans{{ScopeSpans: []*tracepb.ScopeSpans{{Spans: spans}}}}})
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// BenchmarkOTLPReceiver: POST /v1/traces with 100 runs per export (400
+// spans, 400 events), answered after JetStream acknowledged every event,
+// against a real nats-server with file storage. Each export is new.
+func BenchmarkOTLPReceiver(b *testing.B) {
+	_, url := natstest.RunServer(b)
+	nc := natstest.Connect(b, url)
+	ctx := context.Background()
+	js, _ := jetstream.New(nc)
+	if _, err := consumer.Provision(ctx, js, consumer.Config{}); err != nil {
+		b.Fatal(err)
+	}
+	pub, err := publisher.New(nc, publisher.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := newOTLPHandler(ctx, pub, events.Names{})
+	const runs = 100
+	bodies := make([][]byte, 0, 64)
+	for k := 0; k < cap(bodies); k++ {
+		bodies = append(bodies, receiverExport(k, runs))
+	}
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		if i == len(bodies) {
+			b.StopTimer()
+			bodies = append(bodies, receiverExport(i, runs))
+			b.StartTimer()
+		}
+		req := httptest.NewRequest(http.MethodPost, otlpTracesPath, bytes.NewReader(bodies[i]))
+		req.Header.Set("Content-Type", "application/x-protobuf")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != 200 {
+			b.Fatalf("%d %s", rec.Code, rec.Body)
+		}
+	}
+	b.ReportMetric(float64(b.N*runs*4)/b.Elapsed().Seconds(), "spans/s")
 }
