@@ -28,7 +28,7 @@ func decodeCases(t testing.TB) []decodeCase {
 		f(&ev)
 		return ev
 	}
-	return []decodeCase{
+	return append([]decodeCase{
 		{
 			name:    "invocation with arguments",
 			subject: invSubject,
@@ -185,7 +185,7 @@ func decodeCases(t testing.TB) []decodeCase {
 				e.Contract = &Contract{ToolID: "café bar", Accuracy: 1, Determinism: "NON_DETERMINISTIC"}
 			}),
 		},
-	}
+	}, observedDecodeCases(t)...)
 }
 
 const workflowData = `{"composition_id":"etl","workflow_quality_requirement":0.95,"introduction_of_nondeterminism_acceptable":false,"policy":{"require_schema_compatibility":true},"tools":{"a":{"accuracy":0.95,"determinism":"DETERMINISTIC","output_schema_hash":"h"},"b":{"determinism":"DETERMINISTIC","observed":{"calls":100,"successes":97}}},"structure":{"chain":["a","b"]}}`
@@ -386,7 +386,7 @@ func errorCases() []errorCase {
 		fmt.Fprintf(&wide, `"f%d":1`, i)
 	}
 	wide.WriteString("}")
-	return []errorCase{
+	return append([]errorCase{
 		// Not a CloudEvent.
 		{"body not JSON", invSubject, nil, `hello`, ErrNotCloudEvent, "not JSON"},
 		{"empty body", invSubject, nil, ``, ErrNotCloudEvent, "not JSON"},
@@ -491,7 +491,7 @@ func errorCases() []errorCase {
 		{"binary data with repeated member", invSubject, binHeader(), `{"agent_id":"a","agent_id":"b","tool_id":"crm.lookup"}`, ErrSchemaInvalid, "/agent_id repeated"},
 		{"workflow with an empty chain", "toolsentry.telemetry.workflow.w", nil, s(`"id":"e","source":"s","type":"`+TypeWorkflow+`"`, `{"composition_id":"w","workflow_quality_requirement":1,"introduction_of_nondeterminism_acceptable":false,"structure":{"chain":[]}}`), ErrSchemaInvalid, "at /structure/chain"},
 		{"contract accuracy above 1", "toolsentry.telemetry.contract.t", nil, s(`"id":"e","source":"s","type":"`+TypeContract+`"`, `{"tool_id":"t","accuracy":1.01,"determinism":"DETERMINISTIC"}`), ErrSchemaInvalid, "at /accuracy"},
-	}
+	}, observedErrorCases()...)
 }
 
 // TestDecodeErrors: every rejection wraps its sentinel, only that one, and

@@ -7,12 +7,12 @@
 //	        │                                            ▲           │      NewCompositionVerdict
 //	        ▼                                            │           ▼
 //	toolsentry.telemetry.<kind>.<key>  ── TOOLSENTRY_TELEMETRY    toolsentry.verdicts.<guard>.<verdict>.<key>
-//	  kind: schema | invocation | contract | workflow                ── TOOLSENTRY_VERDICTS
+//	  kind: schema | invocation | contract | workflow | observed     ── TOOLSENTRY_VERDICTS
 //	                                   bad input ──▶ toolsentry.dlq.<reason> ── TOOLSENTRY_DLQ
 //
 // # Types and payloads
 //
-// Six CloudEvents types, each with one Go payload and one JSON Schema in
+// Seven CloudEvents types, each with one Go payload and one JSON Schema in
 // package schemas:
 //
 //	io.toolsentry.tool.schema.observed.v1   SchemaObserved       key: tool_id, or server for a tools/list result
@@ -21,6 +21,7 @@
 //	io.toolsentry.workflow.declared.v1      Workflow             key: composition_id
 //	io.toolsentry.verdict.schema.v1         SchemaVerdict        key: tool_id
 //	io.toolsentry.verdict.composition.v1    CompositionVerdict   key: composition_id
+//	io.toolsentry.workflow.observed.v1      WorkflowObserved     key: composition_id
 //
 // # Decoding
 //

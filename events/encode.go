@@ -264,7 +264,7 @@ func (n Names) Encode(ev Event) (Message, error) {
 // verdict.
 func payloadData(ev Event) (data []byte, key, verdict string, err error) {
 	set := 0
-	for _, p := range []bool{ev.SchemaObserved != nil, ev.Invocation != nil, ev.Contract != nil, ev.Workflow != nil, ev.QualityCheckpoint != nil, ev.SchemaVerdict != nil, ev.CompositionVerdict != nil} {
+	for _, p := range []bool{ev.SchemaObserved != nil, ev.Invocation != nil, ev.Contract != nil, ev.Workflow != nil, ev.QualityCheckpoint != nil, ev.WorkflowObserved != nil, ev.SchemaVerdict != nil, ev.CompositionVerdict != nil} {
 		if p {
 			set++
 		}
@@ -307,6 +307,8 @@ func payloadData(ev Event) (data []byte, key, verdict string, err error) {
 		v, key, verdict = ev.SchemaVerdict, ev.SchemaVerdict.ToolID, string(ev.SchemaVerdict.Verdict)
 	case ev.Kind == KindCompositionVerdict && ev.CompositionVerdict != nil:
 		v, key, verdict = ev.CompositionVerdict, ev.CompositionVerdict.CompositionID, string(ev.CompositionVerdict.Verdict)
+	case ev.Kind == KindWorkflowObserved && ev.WorkflowObserved != nil:
+		v, key = ev.WorkflowObserved, ev.WorkflowObserved.CompositionID
 	default:
 		return nil, "", "", fmt.Errorf("%w: kind %s with another kind's payload", ErrBadEvent, ev.Kind)
 	}

@@ -82,6 +82,13 @@ func (e *Event) setPayload(data any, args FieldTypes) (key, verdict string, err 
 		}
 		e.CompositionVerdict = p
 		return p.CompositionID, string(p.Verdict), nil
+	case KindWorkflowObserved:
+		p, err := workflowObservedOf(m)
+		if err != nil {
+			return "", "", err
+		}
+		e.WorkflowObserved = p
+		return p.CompositionID, "", nil
 	}
 	return "", "", fmt.Errorf("%w: kind %s has no payload", ErrUnknownType, e.Kind)
 }
@@ -399,6 +406,11 @@ func compositionVerdictOf(m map[string]any) (*CompositionVerdict, error) {
 	}
 	if p.InputSequence, err = sequence(m, "input_sequence"); err != nil {
 		return nil, err
+	}
+	if o, ok := m["observed"].(map[string]any); ok {
+		if p.Observed, err = observedQualityOf(o); err != nil {
+			return nil, err
+		}
 	}
 	return p, nil
 }

@@ -18,6 +18,7 @@ const (
 	TypeQualityCheckpoint  = "io.toolsentry.tool.quality.checkpoint.v1"
 	TypeSchemaVerdict      = "io.toolsentry.verdict.schema.v1"
 	TypeCompositionVerdict = "io.toolsentry.verdict.composition.v1"
+	TypeWorkflowObserved   = "io.toolsentry.workflow.observed.v1"
 )
 
 // Kind says which payload an Event carries.
@@ -36,6 +37,7 @@ const (
 	// KindQualityCheckpoint is telemetry that workers publish themselves:
 	// a tool's outcome counts, for the composition lane.
 	KindQualityCheckpoint
+	KindWorkflowObserved
 )
 
 // Class is the family of a subject: telemetry, verdicts or dead letters.
@@ -66,6 +68,7 @@ var kindInfos = [...]kindInfo{
 	KindSchemaVerdict:      {"schema_verdict", TypeSchemaVerdict, schemas.VerdictSchemaV1, ClassVerdicts, "schema"},
 	KindCompositionVerdict: {"composition_verdict", TypeCompositionVerdict, schemas.VerdictCompositionV1, ClassVerdicts, "composition"},
 	KindQualityCheckpoint:  {"quality_checkpoint", TypeQualityCheckpoint, schemas.ToolQualityCheckpointV1, ClassTelemetry, "quality"},
+	KindWorkflowObserved:   {"workflow_observed", TypeWorkflowObserved, schemas.WorkflowObservedV1, ClassTelemetry, "observed"},
 }
 
 func (k Kind) info() kindInfo {
@@ -102,7 +105,7 @@ func (k Kind) Schema() string { return k.info().schema }
 func (k Kind) Class() Class { return k.info().class }
 
 // Token returns the kind's subject token: the telemetry kind (schema,
-// invocation, contract, workflow) or the verdict's guard (schema,
+// invocation, contract, workflow, observed) or the verdict's guard (schema,
 // composition).
 func (k Kind) Token() string { return k.info().token }
 

@@ -30,6 +30,7 @@ type Event struct {
 	QualityCheckpoint  *QualityCheckpoint
 	SchemaVerdict      *SchemaVerdict
 	CompositionVerdict *CompositionVerdict
+	WorkflowObserved   *WorkflowObserved
 }
 
 // SchemaObserved is the data of TypeSchemaObserved: one tool (Tool set,
@@ -265,6 +266,7 @@ type CompositionVerdict struct {
 	ComposedQualityUpper *float64                  `json:"composed_quality_upper,omitempty"`
 	Confidence           guards.Confidence         `json:"confidence,omitempty"`    // CONFIRMED or INCONCLUSIVE; "" when absent
 	FailureModes         json.RawMessage           `json:"failure_modes,omitempty"` // a JSON array; nil when absent
+	Observed             *guards.ObservedQuality   `json:"observed,omitempty"`      // at an observed-runs checkpoint
 	GuardVersion         string                    `json:"guard_version"`
 	InputEventID         string                    `json:"input_event_id"`
 	InputSubject         string                    `json:"input_subject"`

@@ -10,6 +10,7 @@
 //	workflow.declared.v1.json      io.toolsentry.workflow.declared.v1
 //	verdict.schema.v1.json         io.toolsentry.verdict.schema.v1
 //	verdict.composition.v1.json    io.toolsentry.verdict.composition.v1
+//	workflow.observed.v1.json      io.toolsentry.workflow.observed.v1
 //
 // Envelopes are closed (additionalProperties: false): a misspelt field is an
 // error, never ignored. Objects defined by others (an MCP Tool, a JSON Schema

@@ -24,6 +24,7 @@ const (
 	WorkflowDeclaredV1      = "workflow.declared.v1"
 	VerdictSchemaV1         = "verdict.schema.v1"
 	VerdictCompositionV1    = "verdict.composition.v1"
+	WorkflowObservedV1      = "workflow.observed.v1"
 )
 
 // BaseID is the prefix of every document's $id: BaseID + NAME + ".json". The
@@ -49,6 +50,7 @@ var names = []string{
 	WorkflowDeclaredV1,
 	VerdictSchemaV1,
 	VerdictCompositionV1,
+	WorkflowObservedV1,
 }
 
 // Schema is one compiled document. It is safe for concurrent use.

@@ -68,12 +68,23 @@ Flags (they may come before or after the files):
                   (default: false: publish nothing if any is invalid)
   --dry-run       check the input and print each event's subject and id on
                   standard output, without connecting (default: false)
+  --otlp FILE     also read FILE ("-" for standard input) as OpenTelemetry
+                  traces: the collector file exporter's output (JSON lines,
+                  each an OTLP/JSON ExportTraceServiceRequest) or the Go
+                  SDK stdout exporter's (stdouttrace); GenAI execute_tool and
+                  MCP tools/call spans become invocations, the tool calls
+                  under each invoke_agent span an observed workflow
+                  (io.toolsentry.workflow.observed.v1), gen_ai.tool.definitions
+                  schema observations. Event ids come from the spans, so
+                  emitting a file twice publishes nothing new. A malformed
+                  GenAI span is reported like an invalid event (default: none)
 
 ` + connFlagsHelp + `
 Examples:
   toolsentry emit invocations.jsonl
   curl -s ... | toolsentry emit --server crm-mcp      # a tools/list response
   toolsentry emit --nats-url nats://nats.internal:4222 --keep-going events/*.json
+  toolsentry emit --otlp /var/log/otelcol/traces.jsonl   # the collector's file exporter
 `
 
 // emitDefaultSource is the CloudEvents source of the events emit generates.
@@ -110,6 +121,7 @@ func runEmit(ctx context.Context, args []string, sio stdio) error {
 	source := fs.String("source", emitDefaultSource, "")
 	keepGoing := fs.Bool("keep-going", false, "")
 	dryRun := fs.Bool("dry-run", false, "")
+	otlpFile := fs.String("otlp", "", "")
 	conn := addConnFlags(fs)
 	files, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -127,11 +139,11 @@ func runEmit(ctx context.Context, args []string, sio stdio) error {
 			return usageErrorf("--server %q: %v", *server, err)
 		}
 	}
-	if len(files) == 0 {
+	if len(files) == 0 && *otlpFile == "" {
 		files = []string{"-"}
 	}
 	stdin := 0
-	for _, f := range files {
+	for _, f := range append(files, *otlpFile) {
 		if f == "-" {
 			stdin++
 		}
@@ -147,6 +159,13 @@ func runEmit(ctx context.Context, args []string, sio stdio) error {
 			return err
 		}
 		r.read(name, data)
+	}
+	if *otlpFile != "" {
+		name, data, err := readInput(*otlpFile, sio.in)
+		if err != nil {
+			return err
+		}
+		r.readOTLP(name, data)
 	}
 	for _, p := range r.problems {
 		fmt.Fprintln(sio.err, p)
@@ -452,7 +471,7 @@ func (r *emitReader) cloudEvent(raw json.RawMessage) (events.Message, error) {
 		if len(d.Tools) > 0 && string(d.Tools) != "null" {
 			key = d.Server
 		}
-	case events.KindWorkflow:
+	case events.KindWorkflow, events.KindWorkflowObserved:
 		key = d.CompositionID
 	case events.KindUnknown:
 		kind = events.KindInvocation // Decode reports the unknown type

@@ -86,12 +86,17 @@ func (c *Core) applyWorkflow(st State, in Input) (Effects, error) {
 	}
 	if prev, ok := st.Workflow(decl.CompositionID); ok {
 		rec.Chain = prev.Chain
+		rec.Observed = prev.Observed // runs seen in traces outlive a new declaration (observed.go)
 		if prev.Last != nil {
 			last := *prev.Last
 			rec.Last = &last
 		}
 	}
 	m, pending, err := c.evaluate(st, w)
+	var observed *guards.ObservedQuality
+	if err == nil && pending == "" {
+		m, observed, err = c.withObserved(st, w, rec, m)
+	}
 	switch {
 	case errors.Is(err, guards.ErrInvalid):
 		return Effects{}, err // the declaration itself is wrong
@@ -101,7 +106,7 @@ func (c *Core) applyWorkflow(st State, in Input) (Effects, error) {
 		rec.Pending = pending
 	default:
 		// A declaration always gets its verdict: it is the receipt.
-		if rec.Chain, err = c.compositionVerdict(&eff, in, decl.CompositionID, m, rec.Chain); err != nil {
+		if rec.Chain, err = c.compositionVerdict(&eff, in, decl.CompositionID, m, rec.Chain, observed); err != nil {
 			return Effects{}, err
 		}
 		rec.Last = lastVerdict(m, in)
@@ -119,6 +124,10 @@ func (c *Core) reevaluate(ov *overlay, in Input, toolID string, eff *Effects) er
 			continue // stored only after it decoded: a newer guard may refuse it; its declaration said so
 		}
 		m, pending, err := c.evaluate(ov, w)
+		var observed *guards.ObservedQuality
+		if err == nil && pending == "" {
+			m, observed, err = c.withObserved(ov, w, rec, m)
+		}
 		if err != nil {
 			pending = err.Error() // the state, not this input, makes it unevaluable
 		}
@@ -136,7 +145,7 @@ func (c *Core) reevaluate(ov *overlay, in Input, toolID string, eff *Effects) er
 			guards.PyFixed(rec.Last.ComposedQuality, 3) == guards.PyFixed(m.ComposedQuality, 3) {
 			continue // nothing a subscriber would act on changed
 		}
-		if next.Chain, err = c.compositionVerdict(eff, in, rec.CompositionID, m, rec.Chain); err != nil {
+		if next.Chain, err = c.compositionVerdict(eff, in, rec.CompositionID, m, rec.Chain, observed); err != nil {
 			return err
 		}
 		next.Pending, next.Last = "", lastVerdict(m, in)
@@ -194,7 +203,7 @@ func (c *Core) evaluate(st State, w guards.Workflow) (guards.WorkflowManifest, s
 // compositionVerdict encodes a composition verdict linked to prev, the
 // digest of the workflow's previous verdict, adds it to the effects and
 // returns its digest: the workflow record's new chain head.
-func (c *Core) compositionVerdict(eff *Effects, in Input, compositionID string, m guards.WorkflowManifest, prev string) (string, error) {
+func (c *Core) compositionVerdict(eff *Effects, in Input, compositionID string, m guards.WorkflowManifest, prev string, observed *guards.ObservedQuality) (string, error) {
 	failureModes := m.FailureModes
 	if failureModes == nil {
 		failureModes = []guards.FailureMode{}
@@ -209,6 +218,7 @@ func (c *Core) compositionVerdict(eff *Effects, in Input, compositionID string, 
 		ComposedQualityUpper: m.ComposedQualityUpper,
 		Confidence:           m.Confidence,
 		FailureModes:         rawJSON(failureModes),
+		Observed:             observed,
 		GuardVersion:         guards.Version,
 	}
 	cv.InputEventID, cv.InputSubject, cv.InputSequence = verdictInput(in)

@@ -105,6 +105,8 @@ func (c *Core) Apply(st State, in Input) (Effects, error) {
 		return c.applyWorkflow(st, in)
 	case ev.QualityCheckpoint != nil:
 		return c.applyCheckpoint(st, in)
+	case ev.WorkflowObserved != nil:
+		return c.applyObserved(st, in)
 	}
 	return Effects{}, fmt.Errorf("%w: %s", ErrUnsupported, ev.Type)
 }
@@ -191,8 +193,8 @@ func cloneWorkflow(r *WorkflowRecord) *WorkflowRecord {
 }
 
 // CompositionLane is the ordering key of every input that composition
-// verdicts depend on: contracts, workflow declarations and quality
-// checkpoints (see OrderingKey). It cannot collide with a tool's key: keys
+// verdicts depend on: contracts, workflow declarations, quality
+// checkpoints and observed runs (see OrderingKey). It cannot collide with a tool's key: keys
 // are subject tokens, which never hold a space.
 //
 // The lanes own their records: a tool's lane alone writes the tool's
@@ -205,11 +207,11 @@ const CompositionLane = "composition lane"
 
 // OrderingKey returns the key whose events must be applied in stream order
 // with this one, from the telemetry subject's kind and key tokens:
-// contracts, workflows and quality checkpoints share CompositionLane, every
-// other kind is ordered by its subject key (the tool).
+// contracts, workflows, quality checkpoints and observed runs share
+// CompositionLane, every other kind is ordered by its subject key (the tool).
 func OrderingKey(kindToken, keyToken string) string {
 	switch kindToken {
-	case "contract", "workflow", "quality":
+	case "contract", "workflow", "quality", "observed":
 		return CompositionLane
 	}
 	return keyToken

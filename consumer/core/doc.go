@@ -21,4 +21,9 @@
 // kinds must see each other in stream order. Measured outcomes reach the
 // workflows every Options.QualityEvery outcomes of a tool, from the tool's
 // lane: that re-evaluation reads the workflows as they stand when it runs.
+//
+// Observed runs (io.toolsentry.workflow.observed.v1, from traces) are
+// counted per composition in the composition lane too; every
+// ObservedCheckpoint runs of a declared workflow, its verdict compares the
+// predicted quality with the observed end-to-end success (observed.go).
 package core

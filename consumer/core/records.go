@@ -210,6 +210,9 @@ type WorkflowRecord struct {
 	// Chain is the digest (events.VerdictDigest) of the last composition
 	// verdict about the workflow: the predecessor of the next one.
 	Chain string `json:"chain,omitempty"`
+	// Observed counts the runs seen in traces (observed.go); a record may
+	// hold only these, before the workflow is declared.
+	Observed *ObservedRuns `json:"observed,omitempty"`
 }
 
 // Key is the KV key of a record: its ids (tool; tool and agent; or
