@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -25,8 +26,16 @@ func (c *connFlags) connectEmbedded(srv *consumer.Server) (*nats.Conn, error) {
 		return nil, err
 	}
 	opts = append(opts, nats.Name("toolsentry serve"), nats.InProcessServer(srv.NATS()))
-	nc, err := nats.Connect(srv.ClientURL(), opts...)
+	// In-process, the server asks for no TLS even when its clients must use
+	// it: connect with nats:// whatever ClientURL says.
+	url := "nats://" + strings.TrimPrefix(strings.TrimPrefix(srv.ClientURL(), "tls://"), "nats://")
+	nc, err := nats.Connect(url, opts...)
 	if err != nil {
+		// An in-process connection that the server refuses sees its pipe
+		// closed before the -ERR: say what the server wants.
+		if v, verr := srv.NATS().Varz(nil); verr == nil && v.AuthRequired && errors.Is(err, io.ErrClosedPipe) {
+			err = fmt.Errorf("%w (%v)", nats.ErrAuthorization, err)
+		}
 		return nil, c.connectError("the embedded server "+srv.ClientURL(), err)
 	}
 	return nc, nil
@@ -59,6 +68,10 @@ func (c *connFlags) connectHint(err error) string {
 		return "TLS flags are set but the server does not offer TLS: remove --tls-ca, --tls-cert and --tls-key, or enable TLS on the server"
 	case isTLSAlert(err, "certificate required"), isTLSAlert(err, "bad certificate"), isTLSAlert(err, "unknown certificate authority"):
 		return "TLS: the server refused this client's certificate: set --tls-cert and --tls-key (TOOLSENTRY_TLS_CERT, TOOLSENTRY_TLS_KEY) to a certificate its CA signed"
+	case errors.Is(err, nats.ErrTLS) && c.tlsCert == "":
+		return "TLS: the server closed the connection after the handshake: it refused this client's certificate, or wants one: set --tls-cert and --tls-key (TOOLSENTRY_TLS_CERT, TOOLSENTRY_TLS_KEY)"
+	case errors.Is(err, nats.ErrTLS):
+		return "TLS: the server refused this client's certificate: check that --tls-cert and --tls-key (TOOLSENTRY_TLS_CERT, TOOLSENTRY_TLS_KEY) hold a certificate its CA signed"
 	}
 	return "is `toolsentry serve` running? set --nats-url"
 }
