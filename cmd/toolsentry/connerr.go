@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
 
 	"github.com/toolsentry/toolsentry/consumer"
 )
@@ -17,7 +18,7 @@ import (
 // the authentication flags: a --server-config that requires authentication
 // needs serve's own user (--nats-user and --nats-password, --nats-nkey or
 // --nats-creds) like any other client.
-func (c *connFlags) connectEmbedded(srv *consumer.Server) (*nats.Conn, error) {
+func (c *connFlags) connectEmbedded(srv *consumer.Server, extra ...nats.Option) (*nats.Conn, error) {
 	if _, err := c.options("toolsentry serve"); err != nil {
 		return nil, err
 	}
@@ -26,6 +27,7 @@ func (c *connFlags) connectEmbedded(srv *consumer.Server) (*nats.Conn, error) {
 		return nil, err
 	}
 	opts = append(opts, nats.Name("toolsentry serve"), nats.InProcessServer(srv.NATS()))
+	opts = append(opts, extra...)
 	// In-process, the server asks for no TLS even when its clients must use
 	// it: connect with nats:// whatever ClientURL says.
 	url := "nats://" + strings.TrimPrefix(strings.TrimPrefix(srv.ClientURL(), "tls://"), "nats://")
@@ -74,6 +76,19 @@ func (c *connFlags) connectHint(err error) string {
 		return "TLS: the server refused this client's certificate: check that --tls-cert and --tls-key (TOOLSENTRY_TLS_CERT, TOOLSENTRY_TLS_KEY) hold a certificate its CA signed"
 	}
 	return "is `toolsentry serve` running? set --nats-url"
+}
+
+// logAsyncErrors logs the errors the server reports after the connection
+// is up (a permission violation, a slow consumer) instead of dropping them:
+// they tell an operator which permission a deployment lacks.
+func logAsyncErrors(log *zerolog.Logger) nats.Option {
+	return nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+		ev := log.Error().Err(err)
+		if sub != nil {
+			ev = ev.Str("subscription", sub.Subject)
+		}
+		ev.Msg("NATS reported an error")
+	})
 }
 
 // authHint names the flags of the credentials this client sent.

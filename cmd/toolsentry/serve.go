@@ -246,14 +246,14 @@ func serve(ctx context.Context, f serveFlags, io stdio) error {
 		}
 		defer srv.Shutdown()
 		natsURL = srv.ClientURL()
-		if nc, err = f.conn.connectEmbedded(srv); err != nil {
+		if nc, err = f.conn.connectEmbedded(srv, logAsyncErrors(log)); err != nil {
 			return err
 		}
 		log.Info().Str("url", natsURL).Str("data_dir", f.dataDir).Msg("embedded NATS server with JetStream running")
 	} else {
 		var err error
 		natsURL = f.conn.displayURL()
-		nc, _, err = f.conn.connect(ctx, "toolsentry serve", nats.MaxReconnects(-1), nats.ReconnectWait(time.Second),
+		nc, _, err = f.conn.connect(ctx, "toolsentry serve", nats.MaxReconnects(-1), nats.ReconnectWait(time.Second), logAsyncErrors(log),
 			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn().Err(err).Msg("disconnected from NATS") }),
 			nats.ReconnectHandler(func(c *nats.Conn) { log.Info().Str("url", c.ConnectedUrlRedacted()).Msg("reconnected to NATS") }))
 		if err != nil {
