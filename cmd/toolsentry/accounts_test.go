@@ -143,7 +143,9 @@ func TestDeployAccountsPermissions(t *testing.T) {
 				t.Errorf("deleted %s", stream)
 			}
 		}
-		natstestWait(t, func() bool { return agentErrs.has(`Permissions Violation for Publish to "$JS.API.STREAM.DELETE.TOOLSENTRY_TELEMETRY"`) })
+		natstestWait(t, func() bool {
+			return agentErrs.has(`Permissions Violation for Publish to "$JS.API.STREAM.DELETE.TOOLSENTRY_TELEMETRY"`)
+		})
 	})
 
 	// The agent's telemetry, through `toolsentry emit` with its password:
