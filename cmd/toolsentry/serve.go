@@ -323,15 +323,7 @@ func serve(ctx context.Context, f serveFlags, io stdio) error {
 		_ = s.Close()
 		return fmt.Errorf("consuming stopped: %w", err)
 	}
-	stopping.Store(true)
-	if err := s.Close(); err != nil {
-		log.Warn().Err(err).Msg("shutdown did not finish every in-flight event; they will be redelivered")
-	}
-	<-runErr
-	if err := nc.Drain(); err != nil {
-		log.Warn().Err(err).Msg("draining the NATS connection")
-	}
-	log.Info().Msg("stopped")
+	shutdown(ctx, &stopping, s, runErr, nc, f.shutdownTimeout)
 	return nil
 }
 
