@@ -1,6 +1,8 @@
 package main
 
 import (
+	"io"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -309,8 +311,27 @@ func TestServeLogs(t *testing.T) {
 			t.Errorf("--log-level %s: debug lines %v, want %v", tc.level, debug, tc.wantDebug)
 		}
 	}
+	// auto: JSON into a pipe, console onto a character device (a terminal).
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, err := newLogger(pw, "info", "auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Info().Msg("hello")
+	pw.Close()
+	piped, _ := io.ReadAll(pr)
+	if !strings.HasPrefix(string(piped), "{") {
+		t.Errorf("auto into a pipe: %q, want JSON", piped)
+	}
+	if _, err := newLogger(pw, "loud", "json"); err == nil || !strings.Contains(err.Error(), "--log-level") {
+		t.Errorf("a bad level: %v", err)
+	}
+
 	var buf strings.Builder
-	log, err := newLogger(&buf, "info", "console")
+	log, err = newLogger(&buf, "info", "console")
 	if err != nil {
 		t.Fatal(err)
 	}

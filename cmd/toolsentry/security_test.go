@@ -206,3 +206,12 @@ tls { cert_file: %q, key_file: %q }
 		t.Errorf("serve returned %v", err)
 	}
 }
+
+func TestInboxPrefixFlag(t *testing.T) {
+	for _, bad := range []string{"_INBOX.>", "a.*.b", "trailing."} {
+		_, errOut, code := runCtx(testCtx(t, cmdTimeout), "", "baseline", "list", "--nats-url", freeURL(t), "--nats-inbox-prefix", bad)
+		if code != 2 || !strings.Contains(errOut, "--nats-inbox-prefix") {
+			t.Errorf("--nats-inbox-prefix %q: exit %d, %s; want 2 naming the flag", bad, code, errOut)
+		}
+	}
+}
