@@ -169,6 +169,16 @@ type Engine struct {
 	// their redeliveries come only after AckWait, and newer messages of
 	// their keys must not overtake them. See startRecovery.
 	recovering *recovery
+	// lastConsumerSeq is the highest consumer sequence delivered to this
+	// engine. The server numbers every delivery of the consumer, so a jump
+	// means deliveries that never reached us: dropped from a full client
+	// buffer ("slow consumer") or lost with a connection. See accept.
+	lastConsumerSeq uint64
+	// settled are the stream sequences this engine acknowledged or
+	// terminated above the consumer's ack floor as last read: with held
+	// and the keys' awaits, what tells a recovery which unacknowledged
+	// messages it has accounted for.
+	settled map[uint64]struct{}
 
 	started   atomic.Bool
 	closeOnce sync.Once
@@ -301,6 +311,7 @@ func New(js jetstream.JetStream, cons jetstream.Consumer, h Handler, opts Option
 		maxDeliver: uint64(maxDeliver),
 		keys:       make(map[string]*keyState),
 		held:       make(map[uint64]*item),
+		settled:    make(map[uint64]struct{}),
 		readyCh:    make(chan struct{}, 1),
 		closeCh:    make(chan struct{}),
 		done:       make(chan struct{}),
@@ -460,10 +471,14 @@ func (e *Engine) watchConnection(ctx context.Context) {
 			switch st {
 			case nats.RECONNECTING:
 				e.mu.Lock()
-				if e.recovering == nil {
-					r := &recovery{pending: ^uint64(0), seen: map[uint64]struct{}{}}
-					r.timer = time.AfterFunc(time.Hour, func() {}) // replaced on reconnect
-					e.recovering = r
+				if r := e.recovering; r == nil || r.pending != ^uint64(0) {
+					// A recovery in progress cannot finish while the server
+					// cannot redeliver: its timer must not release the keys
+					// during the outage. The reconnect starts a new one.
+					if r != nil {
+						r.timer.Stop()
+					}
+					e.holdLocked()
 					e.log.Warn().Msg("connection lost; holding every key until the reconnect")
 				}
 				e.mu.Unlock()
@@ -472,6 +487,14 @@ func (e *Engine) watchConnection(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// holdLocked holds every key until afterReconnect replaces the hold by a
+// recovery from the consumer's state. e.mu must be held.
+func (e *Engine) holdLocked() {
+	r := &recovery{pending: ^uint64(0), seen: map[uint64]struct{}{}}
+	r.timer = time.AfterFunc(time.Hour, func() {}) // replaced by afterReconnect
+	e.recovering = r
 }
 
 // afterReconnect replaces a hold of the disconnection (or none) by a
@@ -596,10 +619,87 @@ func (e *Engine) watchRecovery(ctx context.Context, r *recovery) {
 			continue
 		}
 		e.mu.Lock()
-		if e.recovering == r && info.NumAckPending <= len(e.held) {
+		// Deliveries since the hold began may have been dropped too (a
+		// burst after a reconnect): everything delivered so far must be
+		// accounted for.
+		r.upTo = max(r.upTo, info.Delivered.Stream)
+		switch {
+		case e.recovering != r:
+		case e.accountedLocked(info.AckFloor.Stream, r.upTo):
+			e.endRecoveryLocked("every message delivered before the hold is held, awaited or acknowledged by this worker")
+		case info.NumAckPending <= len(e.held):
+			// Every message held is unacknowledged on the server (acks
+			// leave held first), so none of the server's is elsewhere.
 			e.endRecoveryLocked("every unacknowledged message is held by this worker")
 		}
 		e.mu.Unlock()
+	}
+}
+
+// accountedLocked reports whether every stream sequence in (floor, upTo]
+// is held, awaited or settled by this engine: then no unacknowledged
+// message can come back and overtake a newer one of its key. (Counting the
+// server's unacknowledged messages instead is not enough: after a server
+// restart, or when a delivery was dropped, the count can match while the
+// messages differ.) A sequence acknowledged by an earlier worker is never
+// accounted for here; the recovery then ends on its timer, 2 × AckWait
+// after it began, when every message still unacknowledged has been
+// redelivered. It also prunes settled at the floor. e.mu must be held.
+func (e *Engine) accountedLocked(floor, upTo uint64) bool {
+	for seq := range e.settled {
+		if seq <= floor {
+			delete(e.settled, seq)
+		}
+	}
+	if upTo <= floor {
+		return true
+	}
+	if upTo-floor > uint64(len(e.held)+len(e.settled))+1024 {
+		return false // more than this engine can account for: not worth the walk
+	}
+	awaited := map[uint64]struct{}{}
+	for _, ks := range e.keys {
+		for _, a := range ks.awaits {
+			awaited[a.seq] = struct{}{}
+		}
+	}
+	for seq := floor + 1; seq <= upTo; seq++ {
+		if _, ok := e.held[seq]; ok {
+			continue
+		}
+		if _, ok := e.settled[seq]; ok {
+			continue
+		}
+		if _, ok := awaited[seq]; ok {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// maxSettled bounds Engine.settled between recoveries.
+const maxSettled = 8192
+
+// pruneSettledLocked forgets the settled sequences below every message the
+// engine holds or awaits. Some may still lie above the server's ack floor
+// (a message this engine never saw is unacknowledged below them); a
+// recovery then cannot account for them and ends on its timer instead:
+// slower, never wrong. e.mu must be held.
+func (e *Engine) pruneSettledLocked() {
+	low := ^uint64(0)
+	for seq := range e.held {
+		low = min(low, seq)
+	}
+	for _, ks := range e.keys {
+		if len(ks.awaits) > 0 {
+			low = min(low, ks.awaits[0].seq)
+		}
+	}
+	for seq := range e.settled {
+		if seq < low {
+			delete(e.settled, seq)
+		}
 	}
 }
 
@@ -680,11 +780,21 @@ func (e *Engine) accept(jm jetstream.Msg) {
 
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if cs := md.Sequence.Consumer; cs > e.lastConsumerSeq {
+		if e.lastConsumerSeq != 0 && cs > e.lastConsumerSeq+1 && e.recovering == nil && !e.stopping {
+			// Deliveries between the two never arrived. They come back
+			// only after AckWait, and newer messages of their keys must
+			// not overtake them: hold every key, as after a reconnect,
+			// until the consumer says which are unacknowledged.
+			e.holdLocked()
+			e.log.Warn().Uint64("from", e.lastConsumerSeq+1).Uint64("to", cs-1).
+				Msg("deliveries lost before they reached this worker; holding every key until they are redelivered")
+			go e.afterReconnect()
+		}
+		e.lastConsumerSeq = cs
+	}
 	if r := e.recovering; r != nil && m.NumDelivered > 1 && m.StreamSeq <= r.upTo {
 		r.seen[m.StreamSeq] = struct{}{}
-		if uint64(len(r.seen)) >= r.pending {
-			e.endRecoveryLocked("every unacknowledged message of the earlier worker came back")
-		}
 	}
 	if it, ok := e.held[m.StreamSeq]; ok {
 		it.msg = jm
@@ -812,7 +922,18 @@ func (e *Engine) settle(ctx context.Context, it *item, herr error, took time.Dur
 	var outcome Outcome
 	switch {
 	case herr == nil:
-		if err := e.latest(it).Ack(); err != nil {
+		// Out of held before the ack leaves: a recovery that compares the
+		// server's count of unacknowledged messages with what this engine
+		// holds must never count a message the server may already have
+		// seen acknowledged (see watchRecovery).
+		msg := e.latest(it)
+		e.mu.Lock()
+		if e.held[m.StreamSeq] == it {
+			delete(e.held, m.StreamSeq)
+		}
+		e.settled[m.StreamSeq] = struct{}{}
+		e.mu.Unlock()
+		if err := msg.Ack(); err != nil {
 			e.log.Warn().Err(err).Str("subject", m.Subject).Uint64("seq", m.StreamSeq).Msg("ack failed; the message will be redelivered")
 		}
 		outcome = OutcomeAck
@@ -836,6 +957,12 @@ func (e *Engine) settle(ctx context.Context, it *item, herr error, took time.Dur
 	e.mu.Lock()
 	if e.held[m.StreamSeq] == it {
 		delete(e.held, m.StreamSeq)
+	}
+	if outcome != OutcomeRetry && outcome != OutcomeShutdown {
+		e.settled[m.StreamSeq] = struct{}{}
+		if len(e.settled) > maxSettled {
+			e.pruneSettledLocked()
+		}
 	}
 	if ks := e.keys[m.Key]; ks != nil {
 		e.forgetLocked(m.Key, ks)

@@ -33,6 +33,9 @@ type ProcessorOptions struct {
 	ConflictAttempts int
 	// Verdicts is told of every verdict stored (default: nobody).
 	Verdicts VerdictObserver
+	// Signer signs each verdict before it is published (default: none,
+	// verdicts are published unsigned).
+	Signer Signer
 }
 
 // Processor is the Handler that turns telemetry into verdicts: decode the
@@ -44,7 +47,8 @@ type ProcessorOptions struct {
 //	   │
 //	core.Apply(state) ─ bad ───────────────────▶ Permanent(reason): dead letter
 //	   │
-//	publish verdicts, await PubAcks ─ failed ──▶ transient: nak, retried
+//	publish verdicts and quality checkpoints,
+//	await PubAcks ─ failed ────────────────────▶ transient: nak, retried
 //	   │
 //	write state (compare-and-set) ─ conflict ──▶ apply again on fresh state
 //	   │
@@ -80,7 +84,7 @@ func (p *Processor) Handle(ctx context.Context, m *Message) error {
 		if err != nil {
 			return permanent(err)
 		}
-		if err := p.publish(ctx, eff.Verdicts); err != nil {
+		if err := p.publish(ctx, eff.Verdicts, eff.Telemetry); err != nil {
 			return err
 		}
 		err = tx.Commit(ctx, eff.Writes)
@@ -94,18 +98,31 @@ func (p *Processor) Handle(ctx context.Context, m *Message) error {
 	}
 }
 
-// publish stores the verdicts and waits for every acknowledgement.
-func (p *Processor) publish(ctx context.Context, verdicts []events.Message) error {
-	if len(verdicts) == 0 {
+// publish stores the verdicts and the telemetry for other lanes, and waits
+// for every acknowledgement.
+func (p *Processor) publish(ctx context.Context, verdicts, telemetry []events.Message) error {
+	if len(verdicts) == 0 && len(telemetry) == 0 {
 		return nil
 	}
-	b := p.pub.NewBatch()
+	b, tb := p.pub.NewBatch(), p.pub.NewBatch()
 	for _, v := range verdicts {
+		v, err := p.sign(v)
+		if err != nil {
+			return err
+		}
 		if err := b.Publish(ctx, v.Subject, v.ID, nats.Header(v.Header), v.Data); err != nil {
 			return fmt.Errorf("publishing verdict %s: %w", v.ID, err)
 		}
 	}
+	for _, t := range telemetry {
+		if err := tb.Publish(ctx, t.Subject, t.ID, nats.Header(t.Header), t.Data); err != nil {
+			return fmt.Errorf("publishing %s: %w", t.Subject, err)
+		}
+	}
 	res, err := b.Wait(ctx)
+	if _, terr := tb.Wait(ctx); terr != nil {
+		err = errors.Join(err, fmt.Errorf("storing %d telemetry events: %w", len(telemetry), terr))
+	}
 	if err != nil {
 		return fmt.Errorf("storing %d verdicts: %w", len(verdicts), err)
 	}

@@ -317,8 +317,10 @@ func TestEndToEndRestartLosesNothingAndRepeatsNothing(t *testing.T) {
 	if v := verdicts[2].SchemaVerdict; v.Verdict != guards.DriftOnUsedFields || v.AgentID != "agent-a" {
 		t.Errorf("after restart: %+v", v)
 	}
-	if n := streamCount(t, w2.js, "TOOLSENTRY_TELEMETRY"); n != 4 {
-		t.Errorf("telemetry stream holds %d messages, want 4 (the retry deduplicated)", n)
+	// 4 inputs (the retry deduplicated) and the 2 quality checkpoints the
+	// worker published for the 2 versions it observed first.
+	if n := streamCount(t, w2.js, "TOOLSENTRY_TELEMETRY"); n != 6 {
+		t.Errorf("telemetry stream holds %d messages, want 6 (the retry deduplicated)", n)
 	}
 }
 

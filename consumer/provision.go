@@ -212,6 +212,10 @@ func (c Config) UsageBucket() string { return c.withDefaults().Prefix + "-usage"
 // QualityBucket is the bucket of tool quality (toolsentry-quality).
 func (c Config) QualityBucket() string { return c.withDefaults().Prefix + "-quality" }
 
+// OutcomesBucket is the bucket of tool outcome counters
+// (toolsentry-outcomes).
+func (c Config) OutcomesBucket() string { return c.withDefaults().Prefix + "-outcomes" }
+
 // WorkflowsBucket is the bucket of workflow compositions
 // (toolsentry-workflows).
 func (c Config) WorkflowsBucket() string { return c.withDefaults().Prefix + "-workflows" }
@@ -230,6 +234,7 @@ type Resources struct {
 	Baselines  jetstream.KeyValue
 	Usage      jetstream.KeyValue
 	Quality    jetstream.KeyValue
+	Outcomes   jetstream.KeyValue
 	Workflows  jetstream.KeyValue
 	Directives jetstream.KeyValue
 }
@@ -296,7 +301,8 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) (*Resour
 	}{
 		{&res.Baselines, cfg.BaselinesBucket(), "toolsentry state: tool schema baselines"},
 		{&res.Usage, cfg.UsageBucket(), "toolsentry state: fields agents use per tool"},
-		{&res.Quality, cfg.QualityBucket(), "toolsentry state: tool quality"},
+		{&res.Quality, cfg.QualityBucket(), "toolsentry state: tool contracts and checkpointed quality (composition lane)"},
+		{&res.Outcomes, cfg.OutcomesBucket(), "toolsentry state: tool outcome counters (tool lanes)"},
 		{&res.Workflows, cfg.WorkflowsBucket(), "toolsentry state: workflow compositions"},
 		{&res.Directives, cfg.DirectivesBucket(), "toolsentry state: operator directives"},
 	}

@@ -51,6 +51,7 @@ func OpenStore(ctx context.Context, res *Resources, opts ViewOptions) (*Store, e
 		core.Baselines: res.Baselines,
 		core.Usage:     res.Usage,
 		core.Quality:   res.Quality,
+		core.Outcomes:  res.Outcomes,
 		core.Workflows: res.Workflows,
 	}
 	for b, kv := range buckets {
@@ -165,6 +166,8 @@ func newRecord(b core.Bucket) any {
 		return new(core.UsageRecord)
 	case core.Quality:
 		return new(core.QualityRecord)
+	case core.Outcomes:
+		return new(core.OutcomeRecord)
 	case core.Workflows:
 		return new(core.WorkflowRecord)
 	}
@@ -263,6 +266,15 @@ func (t *Txn) Quality(toolID string) (*core.QualityRecord, bool) {
 		return nil, false
 	}
 	return r.(*core.QualityRecord), true
+}
+
+// Outcomes implements core.State.
+func (t *Txn) Outcomes(toolID string) (*core.OutcomeRecord, bool) {
+	r, ok := t.lookup(core.Outcomes, toolID)
+	if !ok {
+		return nil, false
+	}
+	return r.(*core.OutcomeRecord), true
 }
 
 // Workflow implements core.State.

@@ -61,6 +61,19 @@
 // manifest digest, and a verdict's time is its input's time, so a
 // redelivered or replayed input yields the very same verdict message.
 //
+// # Signed, chained verdicts
+//
+// Each verdict can carry two extension attributes. AttrPrevious links it to
+// the previous verdict of its chain (ChainKey: guard and key): the
+// VerdictDigest of that verdict, set with WithPrevious, absent on a chain's
+// first verdict; deleting a verdict breaks its successor's link.
+// AttrSignature holds a DSSE envelope signing the verdict's VerdictDigest
+// (package publisher signs and verifies), after the CloudEvents
+// verifiability extension. The digest covers every attribute but the
+// signature, the link included, and the data, in RFC 8785 canonical form.
+// Decode accepts verdicts with and without both attributes and returns them
+// in Event.Extensions.
+//
 // # Subjects and keys
 //
 // Names derives subjects, streams and KV buckets from one prefix (default

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"sort"
+	"strconv"
 	"time"
 )
 
@@ -97,15 +98,32 @@ func (m Meta) event(kind Kind, key string, payload Event) Event {
 	return payload
 }
 
-// VerdictID derives a verdict's event id from what the verdict is about: the
-// guard (kind), the input event's id, the key, the agent ("" for none) and
-// the manifest digest. A redelivered or replayed input yields the same id,
-// so the verdict stream's duplicate window drops the repeat. It is the first
-// 128 bits of a SHA-256 over the length-prefixed fields, in hex.
-func VerdictID(kind Kind, inputEventID, key, agentID, manifestDigest string) string {
+// NewQualityCheckpoint builds an io.toolsentry.tool.quality.checkpoint.v1
+// event on toolsentry.telemetry.quality.<tool>. Like a verdict, it is
+// derived from an input, so its id is too (CheckpointID), its source is the
+// prefix and its time inputTime: a redelivered invocation republishes the
+// same checkpoint, which the stream drops.
+func (n Names) NewQualityCheckpoint(p QualityCheckpoint, inputTime time.Time) (Message, error) {
+	return n.Encode(Event{
+		Kind:              KindQualityCheckpoint,
+		ID:                CheckpointID(p.ToolID, p.ThroughSequence),
+		Source:            n.Prefix(),
+		Time:              inputTime,
+		Subject:           p.ToolID,
+		QualityCheckpoint: &p,
+	})
+}
+
+// CheckpointID is the event id of a tool's checkpoint through a sequence:
+// the first 128 bits of a SHA-256 over the length-prefixed fields, in hex.
+func CheckpointID(toolID string, throughSeq uint64) string {
+	return lengthPrefixedID("toolsentry.checkpoint.v1", toolID, strconv.FormatUint(throughSeq, 10))
+}
+
+func lengthPrefixedID(fields ...string) string {
 	h := sha256.New()
 	var l [8]byte
-	for _, s := range []string{"toolsentry.verdict.v1", kind.Token(), inputEventID, key, agentID, manifestDigest} {
+	for _, s := range fields {
 		binary.BigEndian.PutUint64(l[:], uint64(len(s)))
 		h.Write(l[:])
 		h.Write([]byte(s))
@@ -113,13 +131,32 @@ func VerdictID(kind Kind, inputEventID, key, agentID, manifestDigest string) str
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
+// DerivedID is the id of an event that a worker derives from an input
+// (the tools of a tools/list, say): the first 128 bits of a SHA-256 over
+// the input's id and the parts, length-prefixed, in hex. A redelivered input
+// derives the same ids, so the stream's duplicate window drops the repeats.
+func DerivedID(inputEventID string, parts ...string) string {
+	return lengthPrefixedID(append([]string{"toolsentry.derived.v1", inputEventID}, parts...)...)
+}
+
+// VerdictID derives a verdict's event id from what the verdict is about: the
+// guard (kind), the input event's id, the key, the agent ("" for none) and
+// the manifest digest. A redelivered or replayed input yields the same id,
+// so the verdict stream's duplicate window drops the repeat. It is the first
+// 128 bits of a SHA-256 over the length-prefixed fields, in hex.
+func VerdictID(kind Kind, inputEventID, key, agentID, manifestDigest string) string {
+	return lengthPrefixedID("toolsentry.verdict.v1", kind.Token(), inputEventID, key, agentID, manifestDigest)
+}
+
 // NewSchemaVerdict builds an io.toolsentry.verdict.schema.v1 event on
 // toolsentry.verdicts.schema.<verdict>.<tool>. Its id is VerdictID, its
 // source the prefix, its subject attribute the tool id, and its time
 // inputTime, the time of the input event (zero omits it): never the wall
-// clock, so that a replay produces the same bytes.
-func (n Names) NewSchemaVerdict(v SchemaVerdict, inputTime time.Time) (Message, error) {
-	return n.Encode(Event{
+// clock, so that a replay produces the same bytes. WithPrevious links it to
+// the previous verdict of its chain (see ChainKey); the id does not depend
+// on the link.
+func (n Names) NewSchemaVerdict(v SchemaVerdict, inputTime time.Time, opts ...VerdictOption) (Message, error) {
+	ev := Event{
 		Kind:          KindSchemaVerdict,
 		Type:          TypeSchemaVerdict,
 		ID:            VerdictID(KindSchemaVerdict, v.InputEventID, v.ToolID, v.AgentID, v.ManifestDigest),
@@ -127,14 +164,18 @@ func (n Names) NewSchemaVerdict(v SchemaVerdict, inputTime time.Time) (Message, 
 		Time:          inputTime,
 		Subject:       v.ToolID,
 		SchemaVerdict: &v,
-	})
+	}
+	if err := applyVerdictOptions(&ev, opts); err != nil {
+		return Message{}, err
+	}
+	return n.Encode(ev)
 }
 
 // NewCompositionVerdict builds an io.toolsentry.verdict.composition.v1 event
 // on toolsentry.verdicts.composition.<verdict>.<composition>; see
 // NewSchemaVerdict for its attributes.
-func (n Names) NewCompositionVerdict(v CompositionVerdict, inputTime time.Time) (Message, error) {
-	return n.Encode(Event{
+func (n Names) NewCompositionVerdict(v CompositionVerdict, inputTime time.Time, opts ...VerdictOption) (Message, error) {
+	ev := Event{
 		Kind:               KindCompositionVerdict,
 		Type:               TypeCompositionVerdict,
 		ID:                 VerdictID(KindCompositionVerdict, v.InputEventID, v.CompositionID, "", v.ManifestDigest),
@@ -142,7 +183,11 @@ func (n Names) NewCompositionVerdict(v CompositionVerdict, inputTime time.Time) 
 		Time:               inputTime,
 		Subject:            v.CompositionID,
 		CompositionVerdict: &v,
-	})
+	}
+	if err := applyVerdictOptions(&ev, opts); err != nil {
+		return Message{}, err
+	}
+	return n.Encode(ev)
 }
 
 // Encode writes ev as a structured-mode CloudEvent (JSON format) on the
@@ -219,7 +264,7 @@ func (n Names) Encode(ev Event) (Message, error) {
 // verdict.
 func payloadData(ev Event) (data []byte, key, verdict string, err error) {
 	set := 0
-	for _, p := range []bool{ev.SchemaObserved != nil, ev.Invocation != nil, ev.Contract != nil, ev.Workflow != nil, ev.SchemaVerdict != nil, ev.CompositionVerdict != nil} {
+	for _, p := range []bool{ev.SchemaObserved != nil, ev.Invocation != nil, ev.Contract != nil, ev.Workflow != nil, ev.QualityCheckpoint != nil, ev.SchemaVerdict != nil, ev.CompositionVerdict != nil} {
 		if p {
 			set++
 		}
@@ -254,6 +299,8 @@ func payloadData(ev Event) (data []byte, key, verdict string, err error) {
 		v, key = ev.Invocation, ev.Invocation.ToolID
 	case ev.Kind == KindContract && ev.Contract != nil:
 		v, key = ev.Contract, ev.Contract.ToolID
+	case ev.Kind == KindQualityCheckpoint && ev.QualityCheckpoint != nil:
+		v, key = ev.QualityCheckpoint, ev.QualityCheckpoint.ToolID
 	case ev.Kind == KindWorkflow && ev.Workflow != nil:
 		data, key = ev.Workflow.Raw, ev.Workflow.CompositionID
 	case ev.Kind == KindSchemaVerdict && ev.SchemaVerdict != nil:

@@ -54,6 +54,13 @@ func (e *Event) setPayload(data any, args FieldTypes) (key, verdict string, err 
 			ExpectedInputSchemaHash: str(m, "expected_input_schema_hash"),
 		}
 		return e.Contract.ToolID, "", nil
+	case KindQualityCheckpoint:
+		p, err := qualityCheckpointOf(m)
+		if err != nil {
+			return "", "", err
+		}
+		e.QualityCheckpoint = p
+		return p.ToolID, "", nil
 	case KindWorkflow:
 		raw, err := rawOf(m)
 		if err != nil {
@@ -392,6 +399,39 @@ func compositionVerdictOf(m map[string]any) (*CompositionVerdict, error) {
 	}
 	if p.InputSequence, err = sequence(m, "input_sequence"); err != nil {
 		return nil, err
+	}
+	return p, nil
+}
+
+// qualityCheckpointOf reads a validated checkpoint, refusing counts that
+// contradict each other.
+func qualityCheckpointOf(m map[string]any) (*QualityCheckpoint, error) {
+	p := &QualityCheckpoint{ToolID: str(m, "tool_id")}
+	for _, f := range []struct {
+		name string
+		dst  func(uint64)
+	}{
+		{"calls", func(n uint64) { p.Calls = int64(n) }},
+		{"successes", func(n uint64) { p.Successes = int64(n) }},
+		{"through_sequence", func(n uint64) { p.ThroughSequence = n }},
+	} {
+		n, _ := m[f.name].(json.Number)
+		v, err := strconv.ParseUint(string(n), 10, 63)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %s is not a count", ErrSchemaInvalid, f.name, n)
+		}
+		f.dst(v)
+	}
+	if p.Successes > p.Calls {
+		return nil, fmt.Errorf("%w: successes %d exceed calls %d", ErrSchemaInvalid, p.Successes, p.Calls)
+	}
+	p.Fingerprint = str(m, "fingerprint")
+	var err error
+	if p.InputSchema, err = rawOf(m["input_schema"]); err != nil {
+		return nil, fmt.Errorf("%w: input_schema: %v", ErrSchemaInvalid, err)
+	}
+	if p.OutputSchema, err = rawOf(m["output_schema"]); err != nil {
+		return nil, fmt.Errorf("%w: output_schema: %v", ErrSchemaInvalid, err)
 	}
 	return p, nil
 }

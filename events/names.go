@@ -15,6 +15,7 @@ const (
 	TypeInvocation         = "io.toolsentry.tool.invocation.v1"
 	TypeContract           = "io.toolsentry.tool.contract.v1"
 	TypeWorkflow           = "io.toolsentry.workflow.declared.v1"
+	TypeQualityCheckpoint  = "io.toolsentry.tool.quality.checkpoint.v1"
 	TypeSchemaVerdict      = "io.toolsentry.verdict.schema.v1"
 	TypeCompositionVerdict = "io.toolsentry.verdict.composition.v1"
 )
@@ -22,7 +23,8 @@ const (
 // Kind says which payload an Event carries.
 type Kind uint8
 
-// The kinds. The first four are telemetry (inputs), the last two verdicts.
+// The kinds: telemetry (inputs) and verdicts. A new kind is added at the
+// end: kinds are never renumbered.
 const (
 	KindUnknown Kind = iota
 	KindSchemaObserved
@@ -31,6 +33,9 @@ const (
 	KindWorkflow
 	KindSchemaVerdict
 	KindCompositionVerdict
+	// KindQualityCheckpoint is telemetry that workers publish themselves:
+	// a tool's outcome counts, for the composition lane.
+	KindQualityCheckpoint
 )
 
 // Class is the family of a subject: telemetry, verdicts or dead letters.
@@ -60,6 +65,7 @@ var kindInfos = [...]kindInfo{
 	KindWorkflow:           {"workflow", TypeWorkflow, schemas.WorkflowDeclaredV1, ClassTelemetry, "workflow"},
 	KindSchemaVerdict:      {"schema_verdict", TypeSchemaVerdict, schemas.VerdictSchemaV1, ClassVerdicts, "schema"},
 	KindCompositionVerdict: {"composition_verdict", TypeCompositionVerdict, schemas.VerdictCompositionV1, ClassVerdicts, "composition"},
+	KindQualityCheckpoint:  {"quality_checkpoint", TypeQualityCheckpoint, schemas.ToolQualityCheckpointV1, ClassTelemetry, "quality"},
 }
 
 func (k Kind) info() kindInfo {
@@ -133,7 +139,7 @@ var prefixRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
 //	          toolsentry.dlq.<reason>
 //	streams   TOOLSENTRY_TELEMETRY, TOOLSENTRY_VERDICTS, TOOLSENTRY_DLQ
 //	buckets   toolsentry-baselines, toolsentry-usage, toolsentry-quality,
-//	          toolsentry-workflows, toolsentry-directives
+//	          toolsentry-outcomes, toolsentry-workflows, toolsentry-directives
 //
 // Keys are encoded with KeyToken. A Names is a small value, safe to copy and
 // to use concurrently.
@@ -183,6 +189,9 @@ func (n Names) QualityBucket() string { return n.Prefix() + "-quality" }
 
 // WorkflowsBucket holds declared workflows, e.g. toolsentry-workflows.
 func (n Names) WorkflowsBucket() string { return n.Prefix() + "-workflows" }
+
+// OutcomesBucket names the bucket of tool outcome counters.
+func (n Names) OutcomesBucket() string { return n.Prefix() + "-outcomes" }
 
 // DirectivesBucket holds the last directive per key, e.g. toolsentry-directives.
 func (n Names) DirectivesBucket() string { return n.Prefix() + "-directives" }

@@ -27,6 +27,7 @@ type Event struct {
 	Invocation         *Invocation
 	Contract           *Contract
 	Workflow           *Workflow
+	QualityCheckpoint  *QualityCheckpoint
 	SchemaVerdict      *SchemaVerdict
 	CompositionVerdict *CompositionVerdict
 }
@@ -209,6 +210,20 @@ func (c *Contract) ToolQuality() guards.ToolQuality {
 		OutputSchemaHash:        c.OutputSchemaHash,
 		ExpectedInputSchemaHash: c.ExpectedInputSchemaHash,
 	}
+}
+
+// QualityCheckpoint is the data of TypeQualityCheckpoint: what the tool's
+// lane knew of the tool at its input at stream sequence ThroughSequence:
+// the outcome counts and, when the observed schema changed there, the new
+// version's fingerprint and schemas (nil when absent).
+type QualityCheckpoint struct {
+	ToolID          string          `json:"tool_id"`
+	Calls           int64           `json:"calls"`
+	Successes       int64           `json:"successes"`
+	ThroughSequence uint64          `json:"through_sequence"`
+	Fingerprint     string          `json:"fingerprint,omitempty"`
+	InputSchema     json.RawMessage `json:"input_schema,omitempty"`
+	OutputSchema    json.RawMessage `json:"output_schema,omitempty"`
 }
 
 // Workflow is the data of TypeWorkflow. Raw is the whole workflow object as

@@ -17,4 +17,23 @@
 //	err == nil: return nil            ─▶ the engine acks the input
 //
 // Publisher.PublishSync is the one-round-trip convenience for CLIs.
+//
+// # Signed verdicts and their audit
+//
+// A Signer (an ed25519 key in the NATS nkeys format, server type, from
+// `toolsentry keygen`) adds to each verdict the signature attribute of the
+// CloudEvents verifiability extension: a DSSE envelope over the verdict's
+// events.VerdictDigest, with the public key as keyid. The digest covers the
+// chain link (events.AttrPrevious), so a verdict names its predecessor
+// under signature:
+//
+//	core: msg := names.NewSchemaVerdict(v, t, events.WithPrevious(head[chain]))
+//	      head[chain] = events.VerdictDigest(msg.Data)
+//	processor: signed := signer.Sign(msg) ─▶ publish
+//	verify: Auditor.Add(seq, ...) for each verdict in stream order ─▶ AuditReport
+//
+// VerifyVerdict checks one verdict; an Auditor checks a whole stream:
+// signatures, the chain of each events.ChainKey, and gaps in the stream's
+// sequences, and names every tampered, untrusted, unsigned, missing,
+// out-of-order or deleted verdict by stream sequence.
 package publisher

@@ -17,12 +17,13 @@ import (
 // "io.toolsentry." + NAME. A new version of a payload is a new file next to
 // the old one; a published file never changes.
 const (
-	ToolSchemaObservedV1 = "tool.schema.observed.v1"
-	ToolInvocationV1     = "tool.invocation.v1"
-	ToolContractV1       = "tool.contract.v1"
-	WorkflowDeclaredV1   = "workflow.declared.v1"
-	VerdictSchemaV1      = "verdict.schema.v1"
-	VerdictCompositionV1 = "verdict.composition.v1"
+	ToolSchemaObservedV1    = "tool.schema.observed.v1"
+	ToolInvocationV1        = "tool.invocation.v1"
+	ToolContractV1          = "tool.contract.v1"
+	ToolQualityCheckpointV1 = "tool.quality.checkpoint.v1"
+	WorkflowDeclaredV1      = "workflow.declared.v1"
+	VerdictSchemaV1         = "verdict.schema.v1"
+	VerdictCompositionV1    = "verdict.composition.v1"
 )
 
 // BaseID is the prefix of every document's $id: BaseID + NAME + ".json". The
@@ -44,6 +45,7 @@ var names = []string{
 	ToolSchemaObservedV1,
 	ToolInvocationV1,
 	ToolContractV1,
+	ToolQualityCheckpointV1,
 	WorkflowDeclaredV1,
 	VerdictSchemaV1,
 	VerdictCompositionV1,

@@ -72,7 +72,7 @@ func (m *metrics) OnDeadLetter(kind, reason string) {
 }
 
 // metricKinds are the values of the kind label (see metricKind).
-var metricKinds = []string{"schema", "invocation", "contract", "workflow", "other"}
+var metricKinds = []string{"schema", "invocation", "contract", "workflow", "quality", "other"}
 
 // verdictHook, when set (by tests), is called with every verdict stored,
 // while its input is still being handled (before its state is written and

@@ -61,9 +61,15 @@ func TestServeNeverLeaksArgumentValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	natstest.Eventually(t, 30*time.Second, "every input handled", func() bool {
+	telemetry, err := js.Stream(ctx, "TOOLSENTRY_TELEMETRY")
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 30*time.Second, "every input handled, and what the workers published in turn", func() bool {
 		ci, err := cons.Info(ctx)
-		return err == nil && ci.AckFloor.Stream == uint64(len(inputs)) && ci.NumAckPending == 0
+		si, serr := telemetry.Info(ctx)
+		return err == nil && serr == nil && si.State.LastSeq >= uint64(len(inputs)) &&
+			ci.AckFloor.Stream == si.State.LastSeq && ci.NumAckPending == 0 && ci.NumPending == 0
 	})
 
 	// Verdicts: the drift for the agent, which used user_id, and none

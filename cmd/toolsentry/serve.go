@@ -92,6 +92,8 @@ Processing:
                           (TOOLSENTRY_TELEMETRY_MAX_AGE, default 720h0m0s)
   --shutdown-timeout D    how long a shutdown waits for in-flight events
                           (TOOLSENTRY_SHUTDOWN_TIMEOUT, default 10s)
+  --signing-key FILE      nkeys seed file (from ` + "`toolsentry keygen`" + `) to sign every verdict with;
+                          empty publishes unsigned verdicts (TOOLSENTRY_SIGNING_KEY, default "")
 
 Operations:
   --http HOST:PORT        serves /livez, /readyz and /metrics (Prometheus); empty disables it
@@ -141,6 +143,7 @@ type serveFlags struct {
 	workers, replicas, maxDeliver             int
 	ackWait, telemetryMaxAge, shutdownTimeout time.Duration
 	logLevel, logFormat                       string
+	signingKey                                string
 }
 
 // serveStarted, when set (by tests), is called once the service is ready
@@ -187,6 +190,7 @@ func newServeFlagSet(f *serveFlags, errOut io.Writer) *flag.FlagSet {
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", envDuration("TOOLSENTRY_SHUTDOWN_TIMEOUT", 10*time.Second), "")
 	fs.StringVar(&f.logLevel, "log-level", env("TOOLSENTRY_LOG_LEVEL", "info"), "")
 	fs.StringVar(&f.logFormat, "log-format", env("TOOLSENTRY_LOG_FORMAT", "auto"), "")
+	fs.StringVar(&f.signingKey, "signing-key", env(envSigningKey, ""), "")
 	return fs
 }
 
@@ -215,6 +219,10 @@ func serve(ctx context.Context, f serveFlags, io stdio) error {
 	log := zerolog.Ctx(ctx)
 	var stopping atomic.Bool
 	var svc atomic.Pointer[consumer.Service]
+	signer, err := loadServeSigner(ctx, f.signingKey)
+	if err != nil {
+		return err
+	}
 
 	// NATS: embedded unless a URL is given.
 	var nc *nats.Conn
@@ -301,7 +309,7 @@ func serve(ctx context.Context, f serveFlags, io stdio) error {
 			TelemetryMaxAge: maxAge(f.telemetryMaxAge),
 		},
 		Engine:    consumer.Options{Workers: f.workers, ShutdownTimeout: f.shutdownTimeout, Observer: m, Kind: metricKind},
-		Processor: consumer.ProcessorOptions{Verdicts: m},
+		Processor: consumer.ProcessorOptions{Verdicts: m, Signer: signer},
 	})
 	if err != nil {
 		return err
@@ -332,7 +340,7 @@ func serve(ctx context.Context, f serveFlags, io stdio) error {
 // cannot grow the metrics' label set.
 func metricKind(m *consumer.Message) string {
 	switch k := consumer.KindToken(m); k {
-	case "schema", "invocation", "contract", "workflow":
+	case "schema", "invocation", "contract", "workflow", "quality":
 		return k
 	}
 	return "other"

@@ -1,7 +1,6 @@
 package core
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -30,6 +29,30 @@ func (c *Core) applyContract(st State, in Input) (Effects, error) {
 		ExpectedInputSchemaHash: k.ExpectedInputSchemaHash,
 		EventID:                 in.Event.ID,
 		Seq:                     in.Seq,
+	}
+	ov.write(&eff, Write{Bucket: Quality, IDs: []string{k.ToolID}, Record: q})
+	return eff, c.reevaluate(ov, in, k.ToolID, &eff)
+}
+
+// applyCheckpoint records a tool's measured outcomes, as its lane counted
+// them through one invocation, and evaluates every workflow that uses the
+// tool, publishing a verdict for each whose verdict or composed quality
+// changed. A checkpoint through a sequence already applied (a republished
+// one, beyond the stream's duplicate window) changes nothing.
+func (c *Core) applyCheckpoint(st State, in Input) (Effects, error) {
+	k := in.Event.QualityCheckpoint
+	var eff Effects
+	ov := newOverlay(st)
+	q := &QualityRecord{ToolID: k.ToolID}
+	if prev, ok := st.Quality(k.ToolID); ok {
+		if prev.Through >= k.ThroughSequence {
+			return eff, nil
+		}
+		q = cloneQuality(prev)
+	}
+	q.Calls, q.Successes, q.Through = k.Calls, k.Successes, k.ThroughSequence
+	if k.Fingerprint != "" {
+		q.Fingerprint, q.InputSchema, q.OutputSchema = k.Fingerprint, k.InputSchema, k.OutputSchema
 	}
 	ov.write(&eff, Write{Bucket: Quality, IDs: []string{k.ToolID}, Record: q})
 	return eff, c.reevaluate(ov, in, k.ToolID, &eff)
@@ -146,7 +169,10 @@ func (c *Core) evaluate(st State, w guards.Workflow) (guards.WorkflowManifest, s
 				ExpectedInputSchemaHash: q.Contract.ExpectedInputSchemaHash,
 			}
 			if t.OutputSchemaHash == "" && t.ExpectedInputSchemaHash == "" {
-				t.InputSchema, t.OutputSchema = c.observedSchemas(st, id)
+				// The observed schemas, as the tool's lane checkpointed
+				// them: never the tool's live baseline, which another
+				// lane writes.
+				t.InputSchema, t.OutputSchema = q.InputSchema, q.OutputSchema
 			}
 		}
 		if t.Observed == nil && measured && q.Calls > 0 {
@@ -160,23 +186,6 @@ func (c *Core) evaluate(st State, w guards.Workflow) (guards.WorkflowManifest, s
 		return guards.WorkflowManifest{}, err.Error(), nil
 	}
 	return m, "", err
-}
-
-// observedSchemas are the input and output schemas of the tool's current
-// observed version, for stage compatibility where no contract names hashes.
-func (c *Core) observedSchemas(st State, toolID string) (in, out json.RawMessage) {
-	rec, ok := st.Baseline(toolID)
-	if !ok {
-		return nil, nil
-	}
-	var tool struct {
-		InputSchema  json.RawMessage `json:"inputSchema"`
-		OutputSchema json.RawMessage `json:"outputSchema"`
-	}
-	if json.Unmarshal(rec.Current.Tool, &tool) != nil {
-		return nil, nil
-	}
-	return tool.InputSchema, tool.OutputSchema
 }
 
 func (c *Core) compositionVerdict(eff *Effects, in Input, compositionID string, m guards.WorkflowManifest) error {

@@ -21,6 +21,7 @@ type State interface {
 	// UsageOfTool returns every agent's usage of the tool, by agent id.
 	UsageOfTool(toolID string) []*UsageRecord
 	Quality(toolID string) (*QualityRecord, bool)
+	Outcomes(toolID string) (*OutcomeRecord, bool)
 	Workflow(compositionID string) (*WorkflowRecord, bool)
 	// WorkflowsUsing returns the workflows whose structure calls the tool,
 	// by composition id.
@@ -38,17 +39,21 @@ type Input struct {
 type Write struct {
 	Bucket Bucket
 	IDs    []string // the record's ids: [tool], [tool, agent] or [composition]
-	Record any      // *BaselineRecord, *UsageRecord, *QualityRecord or *WorkflowRecord
+	Record any      // *BaselineRecord, *UsageRecord, *QualityRecord, *OutcomeRecord or *WorkflowRecord
 }
 
-// Effects are what applying one input does: verdicts to publish, then
-// state to write. A shell publishes the verdicts first and writes the
-// state after their acknowledgement, so that a crash in between repeats
-// the same verdicts (same ids: the stream drops them) rather than losing
-// them.
+// Effects are what applying one input does: verdicts and telemetry to
+// publish, then state to write. A shell publishes the messages first and
+// writes the state after their acknowledgement, so that a crash in between
+// repeats the same messages (same ids: the streams drop them) rather than
+// losing them.
 type Effects struct {
 	Verdicts []events.Message
-	Writes   []Write
+	// Telemetry are inputs for another lane (quality checkpoints), to
+	// publish on the telemetry stream. A replay ignores them: it reads the
+	// recorded ones from the stream.
+	Telemetry []events.Message
+	Writes    []Write
 }
 
 // Options tune the core. Zero fields take defaults.
@@ -98,6 +103,8 @@ func (c *Core) Apply(st State, in Input) (Effects, error) {
 		return c.applyContract(st, in)
 	case ev.Workflow != nil:
 		return c.applyWorkflow(st, in)
+	case ev.QualityCheckpoint != nil:
+		return c.applyCheckpoint(st, in)
 	}
 	return Effects{}, fmt.Errorf("%w: %s", ErrUnsupported, ev.Type)
 }
@@ -168,6 +175,11 @@ func cloneQuality(r *QualityRecord) *QualityRecord {
 	return &c
 }
 
+func cloneOutcomes(r *OutcomeRecord) *OutcomeRecord {
+	c := *r
+	return &c
+}
+
 func cloneWorkflow(r *WorkflowRecord) *WorkflowRecord {
 	c := *r
 	c.Tools = slices.Clone(r.Tools)
@@ -178,18 +190,26 @@ func cloneWorkflow(r *WorkflowRecord) *WorkflowRecord {
 	return &c
 }
 
-// CompositionLane is the ordering key of every contract and workflow
-// declaration (see OrderingKey). It cannot collide with a tool's key: keys
+// CompositionLane is the ordering key of every input that composition
+// verdicts depend on: contracts, workflow declarations and quality
+// checkpoints (see OrderingKey). It cannot collide with a tool's key: keys
 // are subject tokens, which never hold a space.
+//
+// The lanes own their records: a tool's lane alone writes the tool's
+// baseline, usage and outcome records; the composition lane alone writes
+// quality and workflow records and publishes composition verdicts. So one
+// writer produces each verdict key's verdicts, in stream order, and a
+// replay that applies the stream in order reads the state the live worker
+// read.
 const CompositionLane = "composition lane"
 
 // OrderingKey returns the key whose events must be applied in stream order
 // with this one, from the telemetry subject's kind and key tokens:
-// contracts and workflows share CompositionLane, every other kind is
-// ordered by its subject key (the tool).
+// contracts, workflows and quality checkpoints share CompositionLane, every
+// other kind is ordered by its subject key (the tool).
 func OrderingKey(kindToken, keyToken string) string {
 	switch kindToken {
-	case "contract", "workflow":
+	case "contract", "workflow", "quality":
 		return CompositionLane
 	}
 	return keyToken

@@ -42,13 +42,21 @@ func (h *harness) sendAt(seq uint64, kind, key, typ, data string) []events.Event
 	}
 	subject := "toolsentry.telemetry." + kind + "." + tok
 	body := fmt.Sprintf(`{"specversion":"1.0","id":"ev-%d","source":"test","type":%q,"time":"2026-10-03T10:00:00Z","datacontenttype":"application/json","data":%s}`, seq, typ, data)
-	ev, err := events.Decode(subject, nil, []byte(body))
+	return h.apply(seq, subject, nil, []byte(body))
+}
+
+// apply applies one message at seq; the telemetry it publishes (quality
+// checkpoints) is appended to the stream, as the live worker's is, and
+// applied next, its verdicts returned with the message's.
+func (h *harness) apply(seq uint64, subject string, header map[string][]string, body []byte) []events.Event {
+	h.t.Helper()
+	ev, err := events.Decode(subject, header, body)
 	if err != nil {
-		h.t.Fatalf("decode %s: %v", data, err)
+		h.t.Fatalf("decode %s: %v", body, err)
 	}
 	eff, err := h.core.Apply(h.state, Input{Event: ev, Subject: subject, Seq: seq})
 	if err != nil {
-		h.t.Fatalf("apply %s: %v", data, err)
+		h.t.Fatalf("apply %s: %v", body, err)
 	}
 	if err := h.state.Store(eff.Writes); err != nil {
 		h.t.Fatal(err)
@@ -65,6 +73,10 @@ func (h *harness) sendAt(seq uint64, kind, key, typ, data string) []events.Event
 		out = append(out, v)
 	}
 	h.all = append(h.all, out...)
+	for _, m := range eff.Telemetry {
+		h.seq++
+		out = append(out, h.apply(h.seq, m.Subject, m.Header, m.Data)...)
+	}
 	return out
 }
 
@@ -245,12 +257,12 @@ func TestRedeliveryChangesNothing(t *testing.T) {
 	h.observe("crm.lookup", "1", crmV1)
 	h.invoke("crm.lookup", "agent-a", `,"arguments":{"user_id":"u"},"outcome":{"status":"ok"}`)
 	seq := h.seq
-	q1, _ := h.state.Quality("crm.lookup")
+	q1, _ := h.state.Outcomes("crm.lookup")
 	// The same event at the same stream sequence: counted once.
 	if got := h.sendAt(seq, "invocation", "crm.lookup", events.TypeInvocation, `{"tool_id":"crm.lookup","agent_id":"agent-a","arguments":{"user_id":"u"},"outcome":{"status":"ok"}}`); len(got) != 0 {
 		t.Fatal(got)
 	}
-	q2, _ := h.state.Quality("crm.lookup")
+	q2, _ := h.state.Outcomes("crm.lookup")
 	if q1.Calls != 1 || q2.Calls != 1 {
 		t.Fatalf("calls %d then %d, want 1 and 1", q1.Calls, q2.Calls)
 	}

@@ -19,8 +19,9 @@ import (
 //     with the migration of its payload, once per (agent, tool, fingerprint
 //     pair), not per call.
 //   - An outcome counts towards the tool's measured quality; every
-//     QualityEvery outcomes, the workflows that use the tool are evaluated
-//     again and a changed verdict is published.
+//     QualityEvery outcomes, the counts are published as a quality
+//     checkpoint, which the composition lane applies to the workflows that
+//     use the tool (see applyCheckpoint).
 func (c *Core) applyInvocation(st State, in Input) (Effects, error) {
 	inv := in.Event.Invocation
 	var eff Effects
@@ -45,25 +46,37 @@ func (c *Core) applyInvocation(st State, in Input) (Effects, error) {
 	}
 
 	if inv.Outcome != nil {
-		q := &QualityRecord{ToolID: inv.ToolID}
-		if prev, ok := st.Quality(inv.ToolID); ok {
-			q = cloneQuality(prev)
+		o := &OutcomeRecord{ToolID: inv.ToolID}
+		if prev, ok := st.Outcomes(inv.ToolID); ok {
+			o = cloneOutcomes(prev)
 		}
-		if q.LastSeq < in.Seq {
-			q.Calls++
+		if o.LastSeq < in.Seq {
+			o.Calls++
 			if succeeded(inv.Outcome) {
-				q.Successes++
+				o.Successes++
 			}
-			q.LastSeq = in.Seq
-			ov.write(&eff, Write{Bucket: Quality, IDs: []string{inv.ToolID}, Record: q})
-			if q.Calls%c.opts.QualityEvery == 0 {
-				if err := c.reevaluate(ov, in, inv.ToolID, &eff); err != nil {
+			o.LastSeq = in.Seq
+			ov.write(&eff, Write{Bucket: Outcomes, IDs: []string{inv.ToolID}, Record: o})
+			if o.Calls%c.opts.QualityEvery == 0 {
+				if err := c.checkpoint(&eff, in, events.QualityCheckpoint{
+					ToolID: inv.ToolID, Calls: o.Calls, Successes: o.Successes, ThroughSequence: in.Seq,
+				}); err != nil {
 					return Effects{}, err
 				}
 			}
 		}
 	}
 	return eff, nil
+}
+
+// checkpoint adds a quality checkpoint for the composition lane.
+func (c *Core) checkpoint(eff *Effects, in Input, k events.QualityCheckpoint) error {
+	msg, err := c.opts.Names.NewQualityCheckpoint(k, in.Event.Time)
+	if err != nil {
+		return fmt.Errorf("encoding quality checkpoint: %w", err)
+	}
+	eff.Telemetry = append(eff.Telemetry, msg)
+	return nil
 }
 
 // succeeded is the agent's judgement when it gave one, else the status.

@@ -14,6 +14,7 @@ type MemState struct {
 	baselines map[string]*BaselineRecord
 	usage     map[string]map[string]*UsageRecord // tool → agent → record
 	quality   map[string]*QualityRecord
+	outcomes  map[string]*OutcomeRecord
 	workflows map[string]*WorkflowRecord
 }
 
@@ -23,6 +24,7 @@ func NewMemState() *MemState {
 		baselines: map[string]*BaselineRecord{},
 		usage:     map[string]map[string]*UsageRecord{},
 		quality:   map[string]*QualityRecord{},
+		outcomes:  map[string]*OutcomeRecord{},
 		workflows: map[string]*WorkflowRecord{},
 	}
 }
@@ -42,6 +44,8 @@ func (m *MemState) Store(writes []Write) error {
 			m.usage[r.ToolID][r.AgentID] = r
 		case *QualityRecord:
 			m.quality[r.ToolID] = r
+		case *OutcomeRecord:
+			m.outcomes[r.ToolID] = r
 		case *WorkflowRecord:
 			m.workflows[r.CompositionID] = r
 		default:
@@ -80,6 +84,13 @@ func (m *MemState) Quality(toolID string) (*QualityRecord, bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	r, ok := m.quality[toolID]
+	return r, ok
+}
+
+func (m *MemState) Outcomes(toolID string) (*OutcomeRecord, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	r, ok := m.outcomes[toolID]
 	return r, ok
 }
 

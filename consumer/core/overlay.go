@@ -73,6 +73,13 @@ func (o *overlay) Quality(toolID string) (*QualityRecord, bool) {
 	return o.State.Quality(toolID)
 }
 
+func (o *overlay) Outcomes(toolID string) (*OutcomeRecord, bool) {
+	if r, ok := o.records[overlayKey(Outcomes, toolID)]; ok {
+		return r.(*OutcomeRecord), true
+	}
+	return o.State.Outcomes(toolID)
+}
+
 func (o *overlay) Workflow(compositionID string) (*WorkflowRecord, bool) {
 	if r, ok := o.records[overlayKey(Workflows, compositionID)]; ok {
 		return r.(*WorkflowRecord), true

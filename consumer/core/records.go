@@ -17,7 +17,8 @@ type Bucket string
 const (
 	Baselines Bucket = "baselines" // key: tool
 	Usage     Bucket = "usage"     // key: tool.agent
-	Quality   Bucket = "quality"   // key: tool
+	Quality   Bucket = "quality"   // key: tool; written by the composition lane
+	Outcomes  Bucket = "outcomes"  // key: tool; written by the tool's lane
 	Workflows Bucket = "workflows" // key: composition
 )
 
@@ -149,19 +150,36 @@ type Contract struct {
 	Seq                     uint64  `json:"seq"`
 }
 
-// QualityRecord is a tool's declared contract and measured outcomes
-// (bucket quality, key: tool).
+// QualityRecord is what composition verdicts know of a tool (bucket
+// quality, key: tool): its declared contract and its measured outcomes as
+// of the last quality checkpoint. Only the composition lane writes it, and
+// only from recorded inputs (contracts, checkpoints), so that a replay of
+// the stream in order reads what the live worker read.
 type QualityRecord struct {
 	ToolID   string    `json:"tool_id"`
 	Contract *Contract `json:"contract,omitempty"`
 	// Calls counts invocations with an outcome; Successes those that
-	// succeeded (correct when the agent said so, else status ok).
-	Calls     int64 `json:"calls"`
-	Successes int64 `json:"successes"`
-	// LastSeq is the stream sequence of the last invocation counted. The
-	// contract has its own (Contract.Seq): contracts are applied in the
-	// composition lane, invocations in the tool's, so their sequences
-	// interleave.
+	// succeeded (correct when the agent said so, else status ok), through
+	// the invocation at stream sequence Through.
+	Calls     int64  `json:"calls"`
+	Successes int64  `json:"successes"`
+	Through   uint64 `json:"through_sequence"`
+	// Fingerprint, InputSchema and OutputSchema are the tool's observed
+	// version as of the last checkpoint that carried one, for stage
+	// compatibility where no contract names schema hashes.
+	Fingerprint  string          `json:"fingerprint,omitempty"`
+	InputSchema  json.RawMessage `json:"input_schema,omitempty"`
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+}
+
+// OutcomeRecord counts a tool's outcomes as its lane applies invocations
+// (bucket outcomes, key: tool). Every QualityEvery outcomes the lane
+// publishes the counts as a quality checkpoint for the composition lane.
+type OutcomeRecord struct {
+	ToolID    string `json:"tool_id"`
+	Calls     int64  `json:"calls"`
+	Successes int64  `json:"successes"`
+	// LastSeq is the stream sequence of the last invocation counted.
 	LastSeq uint64 `json:"last_seq"`
 }
 

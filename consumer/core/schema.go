@@ -21,6 +21,16 @@ import (
 //     operator accepts.
 //
 // Every observation yields its verdicts: they are the receipts.
+//
+// A tools/list result arrives on its server's subject, so in the server's
+// lane; its tools belong to their own lanes. It is split into one
+// observation per tool (ids derived from the list's id and the tool's name,
+// so a redelivery republishes the same ones), published as telemetry, and
+// each tool's lane applies its own: one writer per tool, in stream order.
+// UnversionedTool is the version of a tool observed in a tools/list
+// result: MCP tools carry no version of their own.
+const UnversionedTool = "unversioned"
+
 func (c *Core) applySchema(st State, in Input) (Effects, error) {
 	obs := in.Event.SchemaObserved
 	var eff Effects
@@ -28,9 +38,20 @@ func (c *Core) applySchema(st State, in Input) (Effects, error) {
 		return eff, c.observeTool(st, in, obs.ToolID, obs.Version, *obs.Tool, &eff)
 	}
 	for _, tool := range obs.Tools {
-		if err := c.observeTool(st, in, tool.Name, "", tool, &eff); err != nil {
+		// Parsed here, so that a bad tool dead-letters the list it came in.
+		if _, err := c.definition(ToolVersion{Tool: rawJSON(tool)}); err != nil {
 			return Effects{}, fmt.Errorf("tool %q: %w", tool.Name, err)
 		}
+		t := tool
+		msg, err := c.opts.Names.NewSchemaObserved(events.Meta{
+			ID:     events.DerivedID(in.Event.ID, "tools/list", tool.Name),
+			Source: c.opts.Names.Prefix(),
+			Time:   in.Event.Time,
+		}, events.SchemaObserved{ToolID: tool.Name, Version: UnversionedTool, Server: obs.Server, Tool: &t})
+		if err != nil {
+			return Effects{}, fmt.Errorf("tool %q: %w", tool.Name, err)
+		}
+		eff.Telemetry = append(eff.Telemetry, msg)
 	}
 	return eff, nil
 }
@@ -138,6 +159,18 @@ func (c *Core) observeTool(st State, in Input, toolID, version string, tool even
 	next.LastSeq = in.Seq
 	next.remember(v)
 	eff.Writes = append(eff.Writes, Write{Bucket: Baselines, IDs: []string{toolID}, Record: next})
+	if !found || prev.Current.Fingerprint != v.Fingerprint {
+		// A new version: the composition lane learns its schemas, for stage
+		// compatibility, with the outcome counts as they stand.
+		k := events.QualityCheckpoint{ToolID: toolID, ThroughSequence: in.Seq, Fingerprint: v.Fingerprint,
+			InputSchema: tool.InputSchema, OutputSchema: tool.OutputSchema}
+		if o, ok := st.Outcomes(toolID); ok {
+			k.Calls, k.Successes = o.Calls, o.Successes
+		}
+		if err := c.checkpoint(eff, in, k); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
