@@ -54,7 +54,9 @@ empty environment variable counts as unset.
                               replicas: 3
                               log-level: debug
 
-NATS (without --nats-url serve runs an embedded server):
+NATS (without --nats-url serve runs an embedded server). The user, NKey and creds
+flags exclude each other; with an embedded server they are serve's own credentials
+when its --server-config requires authentication.
   --nats-url URLS         NATS server or cluster URLs, comma separated (TOOLSENTRY_NATS_URL,
                           default: none, an embedded server runs; other commands use
                           nats://127.0.0.1:4222)
@@ -69,9 +71,6 @@ NATS (without --nats-url serve runs an embedded server):
                           default "" = _INBOX); deploy/nats/accounts.conf gives workers
                           _INBOX_workers
   --prefix NAME           prefix of subjects, streams and buckets (TOOLSENTRY_PREFIX, default "toolsentry")
-                          The user, NKey and creds flags exclude each other; with an embedded
-                          server they are serve's own credentials when --server-config
-                          requires authentication.
 
 Embedded server (ignored with --nats-url):
   --data-dir DIR          where streams and buckets are stored (TOOLSENTRY_DATA_DIR, default "toolsentry-data")
