@@ -34,6 +34,7 @@ const (
 	envTLSCA        = "TOOLSENTRY_TLS_CA"
 	envTLSCert      = "TOOLSENTRY_TLS_CERT"
 	envTLSKey       = "TOOLSENTRY_TLS_KEY"
+	envInboxPrefix  = "TOOLSENTRY_NATS_INBOX_PREFIX"
 )
 
 // connFlagsHelp documents addConnFlags' flags, for the commands' help texts.
@@ -50,6 +51,9 @@ const connFlagsHelp = `Connection flags (each defaults to its environment variab
   --tls-ca FILE        CA certificates to verify the server ($TOOLSENTRY_TLS_CA)
   --tls-cert FILE      client certificate, with --tls-key ($TOOLSENTRY_TLS_CERT)
   --tls-key FILE       client private key, with --tls-cert ($TOOLSENTRY_TLS_KEY)
+  --nats-inbox-prefix P  subject prefix of reply inboxes, default _INBOX; a server whose
+                       permissions give each role its own inboxes needs it
+                       ($TOOLSENTRY_NATS_INBOX_PREFIX; deploy/nats/accounts.conf)
 `
 
 // connFlags are the flags of every command that talks to NATS. Fields hold
@@ -64,6 +68,7 @@ type connFlags struct {
 	tlsCA    string
 	tlsCert  string
 	tlsKey   string
+	inbox    string
 }
 
 // urlFlag is the --nats-url value; it remembers whether the user chose a
@@ -97,6 +102,7 @@ func addConnFlags(fs *flag.FlagSet) *connFlags {
 	fs.StringVar(&c.tlsCA, "tls-ca", os.Getenv(envTLSCA), "")
 	fs.StringVar(&c.tlsCert, "tls-cert", os.Getenv(envTLSCert), "")
 	fs.StringVar(&c.tlsKey, "tls-key", os.Getenv(envTLSKey), "")
+	fs.StringVar(&c.inbox, "nats-inbox-prefix", os.Getenv(envInboxPrefix), "")
 	return c
 }
 
@@ -146,6 +152,31 @@ func (c *connFlags) options(name string) ([]nats.Option, error) {
 		nats.MaxReconnects(2),
 		nats.ReconnectWait(100 * time.Millisecond),
 	}
+	authOpts, err := c.authOptions()
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, authOpts...)
+	if c.tlsCA != "" {
+		opts = append(opts, nats.RootCAs(c.tlsCA))
+	}
+	if c.tlsCert != "" {
+		opts = append(opts, nats.ClientCert(c.tlsCert, c.tlsKey))
+	}
+	return opts, nil
+}
+
+// authOptions are the nats.go options of the authentication and inbox
+// flags alone: serve's in-process connection to its embedded server uses
+// them (it needs no TLS: the server does not ask it of in-process clients).
+func (c *connFlags) authOptions() ([]nats.Option, error) {
+	var opts []nats.Option
+	if c.inbox != "" {
+		if strings.ContainsAny(c.inbox, "*> ") || strings.HasSuffix(c.inbox, ".") || strings.HasPrefix(c.inbox, ".") {
+			return nil, usageErrorf("--nats-inbox-prefix %q: want subject tokens without wildcards, like _INBOX_workers", c.inbox)
+		}
+		opts = append(opts, nats.CustomInboxPrefix(c.inbox))
+	}
 	if c.creds != "" {
 		opts = append(opts, nats.UserCredentials(c.creds))
 	}
@@ -158,12 +189,6 @@ func (c *connFlags) options(name string) ([]nats.Option, error) {
 	}
 	if c.user != "" {
 		opts = append(opts, nats.UserInfo(c.user, c.password))
-	}
-	if c.tlsCA != "" {
-		opts = append(opts, nats.RootCAs(c.tlsCA))
-	}
-	if c.tlsCert != "" {
-		opts = append(opts, nats.ClientCert(c.tlsCert, c.tlsKey))
 	}
 	return opts, nil
 }
@@ -203,7 +228,7 @@ func (c *connFlags) connect(ctx context.Context, name string, extra ...nats.Opti
 		return nil, nil, ctx.Err()
 	}
 	if r.err != nil {
-		return nil, nil, fmt.Errorf("cannot connect to NATS at %s: %v — is `toolsentry serve` running? set --nats-url", c.displayURL(), r.err)
+		return nil, nil, c.connectError(c.displayURL(), r.err)
 	}
 	js, err := jetstream.New(r.nc)
 	if err != nil {

@@ -46,6 +46,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"guard", "verdict"}),
 	}
 	reg.MustRegister(m.consumed, m.latency, m.redelivered, m.deadLetters, m.verdicts)
+	// Series of known labels start at 0, so that rate() and alerts see
+	// them before the first event.
+	for _, kind := range metricKinds {
+		m.redelivered.WithLabelValues(kind)
+		for _, o := range []consumer.Outcome{consumer.OutcomeAck, consumer.OutcomeDeadLetter} {
+			m.consumed.WithLabelValues(kind, string(o))
+		}
+	}
 	return m
 }
 
@@ -63,8 +71,19 @@ func (m *metrics) OnDeadLetter(kind, reason string) {
 	m.deadLetters.WithLabelValues(kind, reason).Inc()
 }
 
+// metricKinds are the values of the kind label (see metricKind).
+var metricKinds = []string{"schema", "invocation", "contract", "workflow", "quality", "other"}
+
+// verdictHook, when set (by tests), is called with every verdict stored,
+// while its input is still being handled (before its state is written and
+// it is acknowledged).
+var verdictHook func(guard, verdict string)
+
 // OnVerdict implements consumer.VerdictObserver.
 func (m *metrics) OnVerdict(guard, verdict string, duplicate bool) {
+	if verdictHook != nil {
+		verdictHook(guard, verdict)
+	}
 	if !duplicate {
 		m.verdicts.WithLabelValues(guard, verdict).Inc()
 	}

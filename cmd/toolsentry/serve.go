@@ -42,35 +42,69 @@ connect. With --nats-url it uses an existing server or cluster.
 SIGINT or SIGTERM drains: readiness goes off, in-flight events finish (up to
 --shutdown-timeout), pending verdicts are flushed, and it exits 0.
 
-Flags (each also read from the environment variable shown):
-  --nats-url URL          NATS server or cluster to use; when neither it nor TOOLSENTRY_NATS_URL
-                          is set, serve runs an embedded server
-  --nats-creds, --nats-nkey, --nats-user, --nats-password, --tls-ca, --tls-cert, --tls-key
-                          client authentication and TLS for --nats-url (TOOLSENTRY_NATS_CREDS, ...)
-  --data-dir DIR          where the embedded server stores streams and buckets
-                          (TOOLSENTRY_DATA_DIR, default "toolsentry-data")
-  --listen HOST:PORT      where the embedded server accepts NATS clients; port 0 picks a free one
-                          (TOOLSENTRY_LISTEN, default "127.0.0.1:4222")
-  --server-config FILE    nats-server configuration file for the embedded server (auth, TLS, limits)
-                          (TOOLSENTRY_SERVER_CONFIG, default "")
-  --http HOST:PORT        serves /livez, /readyz, /metrics and POST /v1/traces (OTLP/HTTP traces,
-                          protobuf or JSON: GenAI spans become telemetry); empty disables it
-                          (TOOLSENTRY_HTTP, default "127.0.0.1:9700")
+Settings: every flag can also be set with the environment variable shown
+(TOOLSENTRY_ and the flag name in upper case, '-' as '_') or as a key of a
+YAML config file given with --config. The command line wins over the
+environment, which wins over the file, which wins over the default. An
+empty environment variable counts as unset.
+
+  --config FILE           YAML file of settings, keys = flag names (TOOLSENTRY_CONFIG, default "");
+                          an unknown key is an error naming it and its line. Example:
+                              nats-url: nats://nats-1:4222,nats://nats-2:4222
+                              replicas: 3
+                              log-level: debug
+
+NATS (without --nats-url serve runs an embedded server). The user, NKey and creds
+flags exclude each other; with an embedded server they are serve's own credentials
+when its --server-config requires authentication.
+  --nats-url URLS         NATS server or cluster URLs, comma separated (TOOLSENTRY_NATS_URL,
+                          default: none, an embedded server runs; other commands use
+                          nats://127.0.0.1:4222)
+  --nats-user NAME        user name (TOOLSENTRY_NATS_USER, default "")
+  --nats-password PW      password, with --nats-user (TOOLSENTRY_NATS_PASSWORD, default "")
+  --nats-nkey FILE        NKey seed file (TOOLSENTRY_NATS_NKEY, default "")
+  --nats-creds FILE       user credentials file: JWT and NKey seed (TOOLSENTRY_NATS_CREDS, default "")
+  --tls-ca FILE           CA certificates that verify the server (TOOLSENTRY_TLS_CA, default "")
+  --tls-cert FILE         client certificate, with --tls-key (TOOLSENTRY_TLS_CERT, default "")
+  --tls-key FILE          client private key, with --tls-cert (TOOLSENTRY_TLS_KEY, default "")
+  --nats-inbox-prefix P   subject prefix of reply inboxes (TOOLSENTRY_NATS_INBOX_PREFIX,
+                          default "" = _INBOX); deploy/nats/accounts.conf gives workers
+                          _INBOX_workers
   --prefix NAME           prefix of subjects, streams and buckets (TOOLSENTRY_PREFIX, default "toolsentry")
-  --workers N             events handled at once, across keys (TOOLSENTRY_WORKERS, default 0 = 8 x CPUs, at least 16)
+
+Embedded server (ignored with --nats-url):
+  --data-dir DIR          where streams and buckets are stored (TOOLSENTRY_DATA_DIR, default "toolsentry-data")
+  --listen HOST:PORT      where NATS clients connect; port 0 picks a free one
+                          (TOOLSENTRY_LISTEN, default "127.0.0.1:4222")
+  --server-config FILE    nats-server configuration file: accounts, users, permissions, TLS,
+                          limits; --listen and --data-dir override its host, port and store_dir
+                          (TOOLSENTRY_SERVER_CONFIG, default "")
+
+Processing:
+  --workers N             events handled at once, across keys; 0 = 8 x CPUs, at least 16
+                          (TOOLSENTRY_WORKERS, default 0)
   --replicas N            replicas of streams and buckets: 3 on a cluster (TOOLSENTRY_REPLICAS, default 1)
   --ack-wait D            redelivery deadline of an unacknowledged event (TOOLSENTRY_ACK_WAIT, default 30s)
-  --max-deliver N         deliveries before a failing event is dead-lettered (TOOLSENTRY_MAX_DELIVER, default 5)
+  --max-deliver N         deliveries before a failing event is dead-lettered
+                          (TOOLSENTRY_MAX_DELIVER, default 5)
   --telemetry-max-age D   how long telemetry is kept for replay; 0 keeps it forever
-                          (TOOLSENTRY_TELEMETRY_MAX_AGE, default 720h)
-  --shutdown-timeout D    how long a shutdown waits for in-flight events (TOOLSENTRY_SHUTDOWN_TIMEOUT, default 10s)
-  --signing-key FILE      nkeys seed file (from ` + "`toolsentry keygen`" + `) to sign every verdict with; empty
-                          publishes unsigned verdicts (TOOLSENTRY_SIGNING_KEY, default "")
-  --log-level LEVEL       debug, info, warn or error (TOOLSENTRY_LOG_LEVEL, default "info")
-  --log-format FORMAT     json, console, or auto: console on a terminal (TOOLSENTRY_LOG_FORMAT, default "auto")
+                          (TOOLSENTRY_TELEMETRY_MAX_AGE, default 720h0m0s)
+  --shutdown-timeout D    how long a shutdown waits for in-flight events
+                          (TOOLSENTRY_SHUTDOWN_TIMEOUT, default 10s)
+  --signing-key FILE      nkeys seed file (from ` + "`toolsentry keygen`" + `) to sign every verdict with;
+                          empty publishes unsigned verdicts (TOOLSENTRY_SIGNING_KEY, default "")
 
-Example:
+Operations:
+  --http HOST:PORT        serves /livez, /readyz, /metrics (Prometheus) and POST /v1/traces
+                          (OTLP/HTTP traces, protobuf or JSON: GenAI spans become telemetry);
+                          empty disables it (TOOLSENTRY_HTTP, default "127.0.0.1:9700")
+  --log-level LEVEL       debug, info, warn or error (TOOLSENTRY_LOG_LEVEL, default "info")
+  --log-format FORMAT     json, console, or auto: console on a terminal, else JSON
+                          (TOOLSENTRY_LOG_FORMAT, default "auto")
+
+Examples:
   toolsentry serve
+  TOOLSENTRY_LOG_LEVEL=debug toolsentry serve --config /etc/toolsentry/serve.yaml --replicas 3
   nats pub --jetstream toolsentry.telemetry.schema.crm=2Elookup "$(cat observation.json)"
   toolsentry watch
 `,
@@ -118,8 +152,30 @@ var serveStarted func(natsURL, httpAddr string)
 
 func runServe(ctx context.Context, args []string, io stdio) error {
 	var f serveFlags
+	fs := newServeFlagSet(&f, io.err)
+	if err := parseSettings(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("serve takes no arguments, got %q", fs.Args())
+	}
+	if _, err := f.conn.names(); err != nil {
+		return err
+	}
+	log, err := newLogger(io.err, f.logLevel, f.logFormat)
+	if err != nil {
+		return usageErrorf("serve: %v", err)
+	}
+	ctx = log.WithContext(ctx)
+	return serve(ctx, f, io)
+}
+
+// newServeFlagSet defines serve's flags on a new flag set that fills f.
+// parseSettings adds --config and reads each flag's environment variable
+// and config-file key.
+func newServeFlagSet(f *serveFlags, errOut io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(io.err)
+	fs.SetOutput(errOut)
 	fs.Usage = func() {}
 	f.conn = addConnFlags(fs)
 	fs.StringVar(&f.dataDir, "data-dir", env("TOOLSENTRY_DATA_DIR", "toolsentry-data"), "")
@@ -135,21 +191,7 @@ func runServe(ctx context.Context, args []string, io stdio) error {
 	fs.StringVar(&f.logLevel, "log-level", env("TOOLSENTRY_LOG_LEVEL", "info"), "")
 	fs.StringVar(&f.logFormat, "log-format", env("TOOLSENTRY_LOG_FORMAT", "auto"), "")
 	fs.StringVar(&f.signingKey, "signing-key", env(envSigningKey, ""), "")
-	if err := fs.Parse(args); err != nil {
-		return usageErrorf("serve: %v (see toolsentry serve --help)", err)
-	}
-	if fs.NArg() > 0 {
-		return usageErrorf("serve takes no arguments, got %q", fs.Args())
-	}
-	if _, err := f.conn.names(); err != nil {
-		return err
-	}
-	log, err := newLogger(io.err, f.logLevel, f.logFormat)
-	if err != nil {
-		return usageErrorf("serve: %v", err)
-	}
-	ctx = log.WithContext(ctx)
-	return serve(ctx, f, io)
+	return fs
 }
 
 func newLogger(w io.Writer, level, format string) (zerolog.Logger, error) {
@@ -212,14 +254,14 @@ func serve(ctx context.Context, f serveFlags, io stdio) error {
 		}
 		defer srv.Shutdown()
 		natsURL = srv.ClientURL()
-		if nc, err = nats.Connect(natsURL, nats.Name("toolsentry serve"), nats.InProcessServer(srv.NATS())); err != nil {
-			return fmt.Errorf("connecting to the embedded NATS server: %w", err)
+		if nc, err = f.conn.connectEmbedded(srv, logAsyncErrors(log)); err != nil {
+			return err
 		}
 		log.Info().Str("url", natsURL).Str("data_dir", f.dataDir).Msg("embedded NATS server with JetStream running")
 	} else {
 		var err error
 		natsURL = f.conn.displayURL()
-		nc, _, err = f.conn.connect(ctx, "toolsentry serve", nats.MaxReconnects(-1), nats.ReconnectWait(time.Second),
+		nc, _, err = f.conn.connect(ctx, "toolsentry serve", nats.MaxReconnects(-1), nats.ReconnectWait(time.Second), logAsyncErrors(log),
 			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn().Err(err).Msg("disconnected from NATS") }),
 			nats.ReconnectHandler(func(c *nats.Conn) { log.Info().Str("url", c.ConnectedUrlRedacted()).Msg("reconnected to NATS") }))
 		if err != nil {
@@ -290,15 +332,7 @@ func serve(ctx context.Context, f serveFlags, io stdio) error {
 		_ = s.Close()
 		return fmt.Errorf("consuming stopped: %w", err)
 	}
-	stopping.Store(true)
-	if err := s.Close(); err != nil {
-		log.Warn().Err(err).Msg("shutdown did not finish every in-flight event; they will be redelivered")
-	}
-	<-runErr
-	if err := nc.Drain(); err != nil {
-		log.Warn().Err(err).Msg("draining the NATS connection")
-	}
-	log.Info().Msg("stopped")
+	shutdown(ctx, &stopping, s, runErr, nc, f.shutdownTimeout)
 	return nil
 }
 
@@ -307,7 +341,7 @@ func serve(ctx context.Context, f serveFlags, io stdio) error {
 // cannot grow the metrics' label set.
 func metricKind(m *consumer.Message) string {
 	switch k := consumer.KindToken(m); k {
-	case "schema", "invocation", "contract", "workflow", "observed":
+	case "schema", "invocation", "contract", "workflow", "quality", "observed":
 		return k
 	}
 	return "other"

@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolsentry/toolsentry/events"
+)
+
+// accountsConf is the accounts and permissions file of deploy/.
+const accountsConf = "../../deploy/nats/accounts.conf"
+
+// setDeployPasswords sets the password variables deploy/nats/accounts.conf
+// reads, to fresh random values, and returns them by user.
+func setDeployPasswords(t *testing.T) map[string]string {
+	t.Helper()
+	pw := map[string]string{}
+	for _, user := range []string{"agent", "worker", "subscriber"} {
+		b := make([]byte, 12)
+		if _, err := rand.Read(b); err != nil {
+			t.Fatal(err)
+		}
+		pw[user] = hex.EncodeToString(b)
+		t.Setenv("TOOLSENTRY_"+strings.ToUpper(user)+"_PASSWORD", pw[user])
+	}
+	return pw
+}
+
+// asyncErrors collects the errors a server reports on a connection
+// (permission violations).
+type asyncErrors struct {
+	mu   sync.Mutex
+	errs []string
+}
+
+func (a *asyncErrors) handler(_ *nats.Conn, _ *nats.Subscription, err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.errs = append(a.errs, err.Error())
+}
+
+func (a *asyncErrors) has(substr string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, e := range a.errs {
+		if strings.Contains(e, substr) {
+			return true
+		}
+	}
+	return false
+}
+
+func connectAs(t *testing.T, url, user, password string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream, *asyncErrors) {
+	t.Helper()
+	ae := &asyncErrors{}
+	nc, err := nats.Connect(url, append([]nats.Option{nats.UserInfo(user, password), nats.ErrorHandler(ae.handler)}, opts...)...)
+	if err != nil {
+		t.Fatalf("connecting as %s: %v", user, err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js, ae
+}
+
+// TestDeployAccountsPermissions starts a real server with
+// deploy/nats/accounts.conf as it is and checks each role: an agent
+// publishes telemetry and can do nothing else (no verdict, no bucket read,
+// no stream delete, no peeking at the workers' inboxes); a worker (serve)
+// processes the agent's events end to end without a single permission
+// violation; a subscriber reads the verdict and watches the directives
+// bucket, and cannot read telemetry or state.
+func TestDeployAccountsPermissions(t *testing.T) {
+	unsetServeEnv(t)
+	pw := setDeployPasswords(t)
+	srv := startSecuredServer(t, accountsConf)
+	url := srv.ClientURL()
+
+	w := startServeArgs(t, "--nats-url", url, "--nats-user", "worker", "--nats-password", pw["worker"],
+		"--nats-inbox-prefix", "_INBOX_workers", "--http", "127.0.0.1:0", "--log-format", "json")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	short := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, 2*time.Second) }
+
+	// The agent.
+	agentNC, agent, agentErrs := connectAs(t, url, "agent", pw["agent"])
+	t.Run("agent cannot publish a verdict", func(t *testing.T) {
+		c, cc := short()
+		defer cc()
+		_, err := agent.Publish(c, "toolsentry.verdicts.schema.drift_on_used_fields.crm=2Elookup", []byte(`{"forged":true}`))
+		if err == nil {
+			t.Fatal("published a verdict")
+		}
+		natstestWait(t, func() bool { return agentErrs.has(`Permissions Violation for Publish to "toolsentry.verdicts.`) })
+	})
+	t.Run("agent cannot forge a quality checkpoint or a dead letter", func(t *testing.T) {
+		for _, subj := range []string{"toolsentry.telemetry.quality.crm=2Elookup", "toolsentry.dlq.permanent"} {
+			c, cc := short()
+			_, err := agent.Publish(c, subj, []byte(`{}`))
+			cc()
+			if err == nil {
+				t.Errorf("published on %s", subj)
+			}
+			natstestWait(t, func() bool { return agentErrs.has(`Permissions Violation for Publish to "` + subj) })
+		}
+	})
+	t.Run("agent cannot read a bucket", func(t *testing.T) {
+		c, cc := short()
+		defer cc()
+		if _, err := agent.KeyValue(c, "toolsentry-baselines"); err == nil {
+			t.Error("opened the baselines bucket")
+		}
+		c2, cc2 := short()
+		defer cc2()
+		if _, err := agentNC.RequestWithContext(c2, "$JS.API.DIRECT.GET.KV_toolsentry-baselines.$KV.toolsentry-baselines.crm=2Elookup", nil); err == nil {
+			t.Error("direct get of a baseline answered")
+		}
+		for _, subj := range []string{"$KV.toolsentry-baselines.>", "_INBOX_workers.>", "_INBOX_subscribers.>", "toolsentry.verdicts.>", "toolsentry.telemetry.>"} {
+			if _, err := agentNC.SubscribeSync(subj); err != nil {
+				t.Fatal(err)
+			}
+			natstestWait(t, func() bool { return agentErrs.has(`Permissions Violation for Subscription to "` + subj) })
+		}
+	})
+	t.Run("agent cannot delete a stream", func(t *testing.T) {
+		for _, stream := range []string{"TOOLSENTRY_TELEMETRY", "TOOLSENTRY_VERDICTS", "KV_toolsentry-baselines"} {
+			c, cc := short()
+			err := agent.DeleteStream(c, stream)
+			cc()
+			if err == nil {
+				t.Errorf("deleted %s", stream)
+			}
+		}
+		natstestWait(t, func() bool {
+			return agentErrs.has(`Permissions Violation for Publish to "$JS.API.STREAM.DELETE.TOOLSENTRY_TELEMETRY"`)
+		})
+	})
+
+	// The agent's telemetry, through `toolsentry emit` with its password:
+	// the seed's silent rename of a field the agent uses.
+	obs := func(id, field string) string {
+		return `{"specversion":"1.0","id":"` + id + `","source":"agents/billing-7","type":"` + events.TypeSchemaObserved +
+			`","data":{"tool_id":"crm.lookup","version":"1","tool":{"name":"lookup","inputSchema":{"type":"object","properties":{"` + field + `":{"type":"string"}}}}}}`
+	}
+	emit := func(input string) {
+		t.Helper()
+		_, errOut, code := runCtx(testCtx(t, cmdTimeout), input, "emit", "--nats-url", url, "--nats-user", "agent", "--nats-password", pw["agent"])
+		if code != 0 {
+			t.Fatalf("emit as agent: exit %d: %s", code, errOut)
+		}
+	}
+	emit(obs("o1", "user_id"))
+	_, errOut, code := runCtx(testCtx(t, cmdTimeout), "", "emit", "--nats-url", url, "--nats-user", "agent", "--nats-password", pw["agent"], "testdata/emit/invocation.json")
+	if code != 0 {
+		t.Fatalf("emit invocation as agent: exit %d: %s", code, errOut)
+	}
+	emit(obs("o2", "userId"))
+
+	// The subscriber reads the verdict with `toolsentry watch`.
+	out, errOut, code := runCtx(testCtx(t, cmdTimeout), "", "watch", "--all", "--count", "1", "--timeout", "20s",
+		"--guard", "schema", "--verdict", "drift_on_used_fields",
+		"--nats-url", url, "--nats-user", "subscriber", "--nats-password", pw["subscriber"], "--nats-inbox-prefix", "_INBOX_subscribers")
+	if code != 0 || !strings.Contains(strings.ToLower(out), "drift_on_used_fields") || !strings.Contains(out, "crm.lookup") {
+		t.Fatalf("watch as subscriber: exit %d\nstdout: %s\nstderr: %s\nserve: %s", code, out, errOut, w.logs)
+	}
+
+	subNC, sub, subErrs := connectAs(t, url, "subscriber", pw["subscriber"], nats.CustomInboxPrefix("_INBOX_subscribers"))
+	t.Run("subscriber watches directives", func(t *testing.T) {
+		kv, err := sub.KeyValue(ctx, "toolsentry-directives")
+		if err != nil {
+			t.Fatal(err)
+		}
+		watcher, err := kv.WatchAll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer watcher.Stop()
+		select {
+		case e := <-watcher.Updates():
+			if e != nil {
+				t.Errorf("first update %v; want the nil end-of-initial-values marker of an empty bucket", e.Key())
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("directives watch delivered nothing")
+		}
+	})
+	t.Run("subscriber cannot read telemetry or state", func(t *testing.T) {
+		c, cc := short()
+		defer cc()
+		if _, err := sub.CreateConsumer(c, "TOOLSENTRY_TELEMETRY", jetstream.ConsumerConfig{AckPolicy: jetstream.AckNonePolicy}); err == nil {
+			t.Error("subscriber created a consumer on the telemetry stream")
+		}
+		c2, cc2 := short()
+		defer cc2()
+		if _, err := sub.KeyValue(c2, "toolsentry-usage"); err == nil {
+			t.Error("subscriber opened the usage bucket")
+		}
+		c3, cc3 := short()
+		defer cc3()
+		if _, err := sub.Publish(c3, "toolsentry.telemetry.schema.x", []byte(`{}`)); err == nil {
+			t.Error("subscriber published telemetry")
+		}
+		if _, err := subNC.SubscribeSync("_INBOX_workers.>"); err != nil {
+			t.Fatal(err)
+		}
+		natstestWait(t, func() bool { return subErrs.has(`Permissions Violation for Subscription to "_INBOX_workers.>"`) })
+	})
+
+	// The worker did everything it does (provision, consume, verdicts,
+	// state, watches) without one permission violation.
+	if err := w.stop(t); err != nil {
+		t.Errorf("serve returned %v\n%s", err, w.logs)
+	}
+	if logs := w.logs.String(); strings.Contains(logs, "Permissions Violation") || strings.Contains(logs, "permissions violation") {
+		t.Errorf("the worker met a permission violation:\n%s", logs)
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		t.Error("test ran out of time")
+	}
+}
+
+// natstestWait polls cond for up to 10s.
+func natstestWait(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Settings: every flag of a command that parses with parseSettings can also
+// be given as an environment variable or as a key of a YAML config file.
+// Precedence, highest first: the command line, the environment
+// (TOOLSENTRY_<FLAG>, upper case, '-' as '_'), the config file (--config
+// FILE or TOOLSENTRY_CONFIG; keys are the flag names), the flag's default.
+// The mechanism is generic over the flag.FlagSet: a flag added later gets
+// its environment variable and config key without any further code.
+
+// envConfig names the config file when --config is not given.
+const envConfig = "TOOLSENTRY_CONFIG"
+
+// configFlag is the flag that names the config file; it cannot be set in
+// the file itself.
+const configFlag = "config"
+
+// errConfigFile marks a config file that cannot be used: unreadable, not a
+// YAML mapping of flag names to values, or naming an unknown setting.
+var errConfigFile = errors.New("config file")
+
+// envName is the environment variable of a flag: TOOLSENTRY_ and the flag's
+// name in upper case with '-' as '_' (--log-level: TOOLSENTRY_LOG_LEVEL).
+func envName(flagName string) string {
+	return "TOOLSENTRY_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// parseSettings registers --config on fs, parses args, then gives every
+// flag that the command line did not set its value from the environment or,
+// failing that, from the config file. An empty environment variable counts
+// as unset. Errors are usage errors naming the variable, or the file, line
+// and key, that holds the bad value.
+func parseSettings(fs *flag.FlagSet, args []string) error {
+	path := fs.String(configFlag, "", "")
+	if err := fs.Parse(args); err != nil {
+		return usageErrorf("%s: %v (see toolsentry %s --help)", fs.Name(), err, fs.Name())
+	}
+	onCommandLine := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
+	file := *path
+	if !onCommandLine[configFlag] {
+		file = os.Getenv(envConfig)
+	}
+	var values map[string]configValue
+	if file != "" {
+		var err error
+		if values, err = readConfigFile(file, fs); err != nil {
+			return usageErrorf("%v", err)
+		}
+	}
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		if onCommandLine[f.Name] || f.Name == configFlag {
+			return
+		}
+		if v := os.Getenv(envName(f.Name)); v != "" {
+			if err := fs.Set(f.Name, v); err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: %v", envName(f.Name), v, err))
+			}
+			return
+		}
+		if v, ok := values[f.Name]; ok {
+			if err := fs.Set(f.Name, v.value); err != nil {
+				errs = append(errs, fmt.Errorf("%s:%d: %s: %q: %v", file, v.line, f.Name, v.value, err))
+			}
+		}
+	})
+	if len(errs) > 0 {
+		return usageErrorf("%v", errors.Join(errs...))
+	}
+	return nil
+}
+
+// configValue is one setting of a config file and the line it is on.
+type configValue struct {
+	value string
+	line  int
+}
+
+// readConfigFile reads a YAML mapping of fs's flag names to scalar values
+// (a list of scalars is joined with commas, for --nats-url). Unknown keys,
+// duplicate keys and nested values are errors naming the file and line.
+func readConfigFile(path string, fs *flag.FlagSet) (map[string]configValue, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errConfigFile, err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return nil, fmt.Errorf("%w %s: %v", errConfigFile, path, err)
+	}
+	values := map[string]configValue{}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		return values, nil // an empty file sets nothing
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("%w %s:%d: want a mapping of setting names to values (data-dir: /var/lib/toolsentry)", errConfigFile, path, root.Line)
+	}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		name := k.Value
+		switch {
+		case k.Kind != yaml.ScalarNode:
+			return nil, fmt.Errorf("%w %s:%d: a setting name must be a plain word", errConfigFile, path, k.Line)
+		case name == configFlag:
+			return nil, fmt.Errorf("%w %s:%d: %q cannot be set in a config file", errConfigFile, path, k.Line, name)
+		case fs.Lookup(name) == nil:
+			return nil, fmt.Errorf("%w %s:%d: unknown setting %q: toolsentry %s has no --%s flag (known: %s)", errConfigFile, path, k.Line, name, fs.Name(), name, strings.Join(flagNames(fs), ", "))
+		}
+		if prev, dup := values[name]; dup {
+			return nil, fmt.Errorf("%w %s:%d: %q is already set on line %d", errConfigFile, path, k.Line, name, prev.line)
+		}
+		value, err := scalarText(v)
+		if err != nil {
+			return nil, fmt.Errorf("%w %s:%d: %s: %v", errConfigFile, path, v.Line, name, err)
+		}
+		values[name] = configValue{value: value, line: k.Line}
+	}
+	return values, nil
+}
+
+// scalarText is a YAML value as the text a flag parses: a scalar as
+// written, null as empty, a list of scalars joined with commas.
+func scalarText(n *yaml.Node) (string, error) {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		if n.Tag == "!!null" {
+			return "", nil
+		}
+		return n.Value, nil
+	case yaml.SequenceNode:
+		parts := make([]string, 0, len(n.Content))
+		for _, c := range n.Content {
+			if c.Kind != yaml.ScalarNode {
+				return "", errors.New("a list may only hold plain values")
+			}
+			parts = append(parts, c.Value)
+		}
+		return strings.Join(parts, ","), nil
+	case yaml.AliasNode:
+		return scalarText(n.Alias)
+	}
+	return "", errors.New("want a plain value, not a mapping")
+}
+
+// flagNames lists fs's settings, sorted, for error messages.
+func flagNames(fs *flag.FlagSet) []string {
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) {
+		if f.Name != configFlag {
+			names = append(names, f.Name)
+		}
+	})
+	sort.Strings(names)
+	return names
+}

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// unsetServeEnv clears every environment variable of serve's settings for
+// the test (restored afterwards).
+func unsetServeEnv(t *testing.T) {
+	t.Helper()
+	var f serveFlags
+	fs := newServeFlagSet(&f, io.Discard)
+	names := []string{envConfig}
+	fs.VisitAll(func(fl *flag.Flag) { names = append(names, envName(fl.Name)) })
+	for _, n := range names {
+		t.Setenv(n, "")
+		os.Unsetenv(n)
+	}
+}
+
+func writeFile(t *testing.T, name, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// parseServe parses args as serve does and returns the settings.
+func parseServe(t *testing.T, args ...string) (serveFlags, error) {
+	t.Helper()
+	var f serveFlags
+	fs := newServeFlagSet(&f, io.Discard)
+	err := parseSettings(fs, args)
+	return f, err
+}
+
+type settings struct {
+	Workers, Replicas       int
+	DataDir, LogLevel, HTTP string
+	AckWait                 time.Duration
+	NATSURL                 string
+	URLGiven                bool
+	User, Password          string
+}
+
+func settingsOf(f serveFlags) settings {
+	return settings{
+		Workers: f.workers, Replicas: f.replicas, DataDir: f.dataDir, LogLevel: f.logLevel, HTTP: f.httpAddr,
+		AckWait: f.ackWait, NATSURL: f.conn.url.value, URLGiven: f.conn.urlGiven(), User: f.conn.user, Password: f.conn.password,
+	}
+}
+
+func TestSettingsPrecedence(t *testing.T) {
+	unsetServeEnv(t)
+	file := writeFile(t, "serve.yaml", `# a deployment's settings
+workers: 7
+replicas: 3
+data-dir: /from/file
+log-level: warn
+ack-wait: 45s
+nats-url:
+  - nats://n1:4222
+  - nats://n2:4222
+nats-user: worker
+nats-password: "from file"
+http: ""
+`)
+	defaults := settings{Workers: 0, Replicas: 1, DataDir: "toolsentry-data", LogLevel: "info", HTTP: "127.0.0.1:9700",
+		AckWait: 30 * time.Second, NATSURL: defaultNATSURL}
+	fromFile := settings{Workers: 7, Replicas: 3, DataDir: "/from/file", LogLevel: "warn", HTTP: "",
+		AckWait: 45 * time.Second, NATSURL: "nats://n1:4222,nats://n2:4222", URLGiven: true, User: "worker", Password: "from file"}
+
+	check := func(t *testing.T, want settings, args ...string) {
+		t.Helper()
+		f, err := parseServe(t, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(want, settingsOf(f)); d != "" {
+			t.Errorf("settings (-want +got):\n%s", d)
+		}
+	}
+	t.Run("defaults", func(t *testing.T) { check(t, defaults) })
+	t.Run("file over defaults", func(t *testing.T) { check(t, fromFile, "--config", file) })
+	t.Run("TOOLSENTRY_CONFIG names the file", func(t *testing.T) {
+		t.Setenv(envConfig, file)
+		check(t, fromFile)
+	})
+
+	t.Run("environment over file", func(t *testing.T) {
+		t.Setenv("TOOLSENTRY_WORKERS", "9")
+		t.Setenv("TOOLSENTRY_LOG_LEVEL", "debug")
+		t.Setenv("TOOLSENTRY_NATS_URL", "nats://env:4222")
+		want := fromFile
+		want.Workers, want.LogLevel, want.NATSURL = 9, "debug", "nats://env:4222"
+		check(t, want, "--config", file)
+	})
+	t.Run("flags over environment and file", func(t *testing.T) {
+		t.Setenv("TOOLSENTRY_WORKERS", "9")
+		t.Setenv("TOOLSENTRY_REPLICAS", "5")
+		want := fromFile
+		want.Workers, want.Replicas, want.DataDir = 2, 5, "/from/flag"
+		check(t, want, "--config", file, "--workers", "2", "--data-dir", "/from/flag")
+	})
+	t.Run("--config over TOOLSENTRY_CONFIG", func(t *testing.T) {
+		t.Setenv(envConfig, writeFile(t, "other.yaml", "workers: 99\n"))
+		check(t, fromFile, "--config", file)
+	})
+	t.Run("empty environment variable counts as unset", func(t *testing.T) {
+		t.Setenv("TOOLSENTRY_LOG_LEVEL", "")
+		check(t, fromFile, "--config", file)
+	})
+}
+
+func TestSettingsErrorsNameTheirSource(t *testing.T) {
+	unsetServeEnv(t)
+	cases := []struct {
+		name, file string
+		env        map[string]string
+		want       []string
+	}{
+		{name: "unknown key", file: "workers: 2\nwokers: 3\n", want: []string{"serve.yaml:2", `unknown setting "wokers"`, "no --wokers flag"}},
+		{name: "bad value", file: "replicas: 3\nack-wait: soon\n", want: []string{"serve.yaml:2", "ack-wait", `"soon"`}},
+		{name: "duplicate key", file: "workers: 2\nworkers: 3\n", want: []string{"serve.yaml:2", `"workers" is already set on line 1`}},
+		{name: "not a mapping", file: "- workers\n", want: []string{"serve.yaml:1", "want a mapping"}},
+		{name: "nested value", file: "workers:\n  n: 2\n", want: []string{"serve.yaml:2", "workers", "not a mapping"}},
+		{name: "config in config", file: "config: other.yaml\n", want: []string{"serve.yaml:1", `"config" cannot be set in a config file`}},
+		{name: "not YAML", file: "workers: [2\n", want: []string{"serve.yaml", "yaml"}},
+		{name: "bad environment value", env: map[string]string{"TOOLSENTRY_WORKERS": "many"}, want: []string{`TOOLSENTRY_WORKERS="many"`}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			var args []string
+			if tc.file != "" {
+				args = []string{"--config", writeFile(t, "serve.yaml", tc.file)}
+			}
+			_, err := parseServe(t, args...)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if !errors.Is(err, errUsage) {
+				t.Errorf("error %v is not a usage error (exit 2)", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+	t.Run("missing file", func(t *testing.T) {
+		_, stderr, code := runCmd(t, "", "serve", "--config", filepath.Join(t.TempDir(), "nope.yaml"))
+		if code != 2 || !strings.Contains(stderr, "nope.yaml") {
+			t.Errorf("exit %d, stderr %q; want 2 naming the file", code, stderr)
+		}
+	})
+}
+
+// TestServeHelpDocumentsEverySetting: every flag serve defines, including
+// flags added later, is in `serve --help` with its environment variable and
+// its default.
+func TestServeHelpDocumentsEverySetting(t *testing.T) {
+	unsetServeEnv(t)
+	var f serveFlags
+	fs := newServeFlagSet(&f, io.Discard)
+	fs.String(configFlag, "", "") // added by parseSettings
+	help := commands["serve"].help()
+	// --nats-url's flag default is for the other commands; serve's help
+	// says that without it an embedded server runs.
+	exempt := map[string]string{"nats-url": "default: none, an embedded server runs"}
+	fs.VisitAll(func(fl *flag.Flag) {
+		i := strings.Index(help, "\n  --"+fl.Name+" ")
+		if i < 0 {
+			t.Errorf("serve --help does not document --%s", fl.Name)
+			return
+		}
+		entry := help[i+1:]
+		if j := strings.Index(entry[1:], "\n  --"); j >= 0 {
+			entry = entry[:j+1]
+		}
+		if !strings.Contains(entry, envName(fl.Name)) {
+			t.Errorf("--%s: help does not name %s:\n%s", fl.Name, envName(fl.Name), entry)
+		}
+		wantDefault := []string{"default " + fl.DefValue, `default "` + fl.DefValue + `"`}
+		if e, ok := exempt[fl.Name]; ok {
+			wantDefault = []string{e}
+		}
+		if !strings.Contains(entry, wantDefault[0]) && (len(wantDefault) < 2 || !strings.Contains(entry, wantDefault[1])) {
+			t.Errorf("--%s: help does not give its default %q:\n%s", fl.Name, fl.DefValue, entry)
+		}
+	})
+}
