@@ -423,7 +423,7 @@ func (r *replayer) run(ctx context.Context) (*ReplayReport, error) {
 	if err := r.resolveWindow(ctx, info); err != nil {
 		return nil, err
 	}
-	if err := r.loadRecorded(ctx, vinfo.State.LastSeq); err != nil {
+	if err := r.loadRecorded(ctx, vinfo.State); err != nil {
 		return nil, err
 	}
 	if err := r.loadDeadLetters(ctx); err != nil {
@@ -523,9 +523,11 @@ func (r *replayer) firstStoredAt(ctx context.Context, t time.Time) (uint64, erro
 func (r *replayer) compared(seq uint64) bool { return seq >= r.lo && seq <= r.hi }
 
 // readStream calls fn for every message of stream from its first sequence
-// through last, in order, with an ordered consumer.
-func (r *replayer) readStream(ctx context.Context, stream string, last uint64, fn func(jetstream.Msg, *jetstream.MsgMetadata) error) error {
-	if last == 0 {
+// through last, in order, with an ordered consumer; st is the stream's
+// state when the replay began.
+func (r *replayer) readStream(ctx context.Context, stream string, st jetstream.StreamState, fn func(jetstream.Msg, *jetstream.MsgMetadata) error) error {
+	last := st.LastSeq
+	if st.Msgs == 0 {
 		return nil
 	}
 	c, err := r.js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{})
@@ -564,8 +566,8 @@ func (r *replayer) readStream(ctx context.Context, stream string, last uint64, f
 }
 
 // loadRecorded indexes the recorded verdicts of the compared inputs.
-func (r *replayer) loadRecorded(ctx context.Context, last uint64) error {
-	return r.readStream(ctx, r.names.VerdictsStream(), last, func(m jetstream.Msg, md *jetstream.MsgMetadata) error {
+func (r *replayer) loadRecorded(ctx context.Context, st jetstream.StreamState) error {
+	return r.readStream(ctx, r.names.VerdictsStream(), st, func(m jetstream.Msg, md *jetstream.MsgMetadata) error {
 		ev, err := r.names.Decode(m.Subject(), m.Headers(), m.Data())
 		if err == nil && ev.SchemaVerdict == nil && ev.CompositionVerdict == nil {
 			err = fmt.Errorf("a %s event, not a verdict", ev.Kind)
@@ -644,7 +646,7 @@ func (r *replayer) loadDeadLetters(ctx context.Context) error {
 		return fmt.Errorf("dead-letter stream %s: %w", r.names.DeadLetterStream(), err)
 	}
 	r.rep.DeadLettersChecked = info.State.FirstSeq <= 1
-	return r.readStream(ctx, r.names.DeadLetterStream(), info.State.LastSeq, func(m jetstream.Msg, _ *jetstream.MsgMetadata) error {
+	return r.readStream(ctx, r.names.DeadLetterStream(), info.State, func(m jetstream.Msg, _ *jetstream.MsgMetadata) error {
 		dl, err := events.ParseDeadLetter(m.Headers())
 		if err != nil || dl.Stream != r.names.TelemetryStream() {
 			return nil // not one of ours: nothing to check it against
@@ -693,7 +695,7 @@ func (r *replayer) apply(ctx context.Context, st jetstream.StreamState) error {
 			r.rep.Other++
 		}
 	}
-	err := r.readStream(ctx, r.names.TelemetryStream(), st.LastSeq, func(m jetstream.Msg, md *jetstream.MsgMetadata) error {
+	err := r.readStream(ctx, r.names.TelemetryStream(), st, func(m jetstream.Msg, md *jetstream.MsgMetadata) error {
 		seq := md.Sequence.Stream
 		r.rep.InputsReplayed++
 		compared := r.compared(seq)
