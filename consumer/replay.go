@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 
 	"github.com/toolsentry/toolsentry/consumer/core"
 	"github.com/toolsentry/toolsentry/events"
@@ -423,22 +424,30 @@ func (r *replayer) run(ctx context.Context) (*ReplayReport, error) {
 	if err := r.resolveWindow(ctx, info); err != nil {
 		return nil, err
 	}
+	log := zerolog.Ctx(ctx)
+	start := time.Now()
 	if err := r.loadRecorded(ctx, vinfo.State); err != nil {
 		return nil, err
 	}
+	log.Debug().Int("verdicts", rep.VerdictsRecorded).Dur("took", time.Since(start)).Msg("replay: recorded verdicts indexed")
+	start = time.Now()
 	if err := r.loadDeadLetters(ctx); err != nil {
 		return nil, err
 	}
+	log.Debug().Int("dead_letters", len(r.dlq)).Dur("took", time.Since(start)).Msg("replay: dead letters read")
+	start = time.Now()
 	if err := r.apply(ctx, st); err != nil {
 		return nil, err
 	}
+	log.Debug().Int("inputs", rep.InputsReplayed).Dur("took", time.Since(start)).Msg("replay: telemetry applied")
 	r.finish(ctx)
 	return rep, nil
 }
 
 // handledThrough is the sequence up to which the live workers handled
-// every input: their consumer's acknowledgement floor, or the stream's
-// last sequence when nothing is pending or there is no consumer.
+// every input: their consumer's acknowledgement floor (a dead-lettered
+// input is terminated, which counts), or the stream's last sequence when
+// there is no consumer.
 func (r *replayer) handledThrough(ctx context.Context, last uint64) (uint64, error) {
 	c, err := r.js.Consumer(ctx, r.names.TelemetryStream(), r.opts.Durable)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
@@ -451,9 +460,8 @@ func (r *replayer) handledThrough(ctx context.Context, last uint64) (uint64, err
 	if err != nil {
 		return 0, fmt.Errorf("consumer %s: %w", r.opts.Durable, err)
 	}
-	if ci.NumPending == 0 && ci.NumAckPending == 0 {
-		return last, nil
-	}
+	// The floor, not NumPending: the server may report no pending
+	// messages for a moment after new ones were stored.
 	return min(last, ci.AckFloor.Stream), nil
 }
 
@@ -522,14 +530,24 @@ func (r *replayer) firstStoredAt(ctx context.Context, t time.Time) (uint64, erro
 
 func (r *replayer) compared(seq uint64) bool { return seq >= r.lo && seq <= r.hi }
 
+// streamItem is one message read by readStream, decoded when asked.
+type streamItem struct {
+	msg jetstream.Msg
+	md  *jetstream.MsgMetadata
+	ev  events.Event
+	err error // the decoding error
+}
+
 // readStream calls fn for every message of stream from its first sequence
 // through last, in order, with an ordered consumer; st is the stream's
-// state when the replay began.
-func (r *replayer) readStream(ctx context.Context, stream string, st jetstream.StreamState, fn func(jetstream.Msg, *jetstream.MsgMetadata) error) error {
-	last := st.LastSeq
+// state when the replay began. A reader goroutine fetches (and, with
+// decode, decodes) ahead of fn, so that the network and decoding overlap
+// with fn's work.
+func (r *replayer) readStream(ctx context.Context, stream string, st jetstream.StreamState, decode bool, fn func(streamItem) error) error {
 	if st.Msgs == 0 {
 		return nil
 	}
+	last := st.LastSeq
 	c, err := r.js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{})
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", stream, err)
@@ -539,36 +557,64 @@ func (r *replayer) readStream(ctx context.Context, stream string, st jetstream.S
 		return fmt.Errorf("reading %s: %w", stream, err)
 	}
 	defer it.Stop()
-	for {
-		nctx, cancel := context.WithTimeout(ctx, r.opts.IdleTimeout)
-		m, err := it.Next(jetstream.NextContext(nctx))
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
+	stopOnCancel := context.AfterFunc(ctx, it.Stop)
+	defer stopOnCancel()
+
+	items := make(chan streamItem, 256)
+	done := make(chan struct{})
+	readErr := make(chan error, 1)
+	go func() {
+		defer close(items)
+		readErr <- func() error {
+			for {
+				m, err := it.Next(jetstream.NextMaxWait(r.opts.IdleTimeout))
+				if err != nil {
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					return fmt.Errorf("reading %s: nothing delivered for %s before sequence %d: %w", stream, r.opts.IdleTimeout, last, err)
+				}
+				md, err := m.Metadata()
+				if err != nil {
+					return fmt.Errorf("reading %s: %w", stream, err)
+				}
+				if md.Sequence.Stream > last {
+					return nil
+				}
+				item := streamItem{msg: m, md: md}
+				if decode {
+					item.ev, item.err = r.names.Decode(m.Subject(), m.Headers(), m.Data())
+				}
+				select {
+				case items <- item:
+				case <-done:
+					return nil
+				}
+				if md.Sequence.Stream >= last || md.NumPending == 0 {
+					return nil
+				}
 			}
-			return fmt.Errorf("reading %s: nothing delivered for %s before sequence %d: %w", stream, r.opts.IdleTimeout, last, err)
-		}
-		md, err := m.Metadata()
-		if err != nil {
-			return fmt.Errorf("reading %s: %w", stream, err)
-		}
-		if md.Sequence.Stream > last {
-			return nil
-		}
-		if err := fn(m, md); err != nil {
-			return err
-		}
-		if md.Sequence.Stream >= last || md.NumPending == 0 {
-			return nil
+		}()
+	}()
+	var fnErr error
+	for item := range items {
+		if fnErr = fn(item); fnErr != nil {
+			break
 		}
 	}
+	close(done)
+	for range items { // let the reader finish
+	}
+	if err := <-readErr; fnErr == nil {
+		return err
+	}
+	return fnErr
 }
 
 // loadRecorded indexes the recorded verdicts of the compared inputs.
 func (r *replayer) loadRecorded(ctx context.Context, st jetstream.StreamState) error {
-	return r.readStream(ctx, r.names.VerdictsStream(), st, func(m jetstream.Msg, md *jetstream.MsgMetadata) error {
-		ev, err := r.names.Decode(m.Subject(), m.Headers(), m.Data())
+	return r.readStream(ctx, r.names.VerdictsStream(), st, true, func(item streamItem) error {
+		m, md, ev, err := item.msg, item.md, item.ev, item.err
 		if err == nil && ev.SchemaVerdict == nil && ev.CompositionVerdict == nil {
 			err = fmt.Errorf("a %s event, not a verdict", ev.Kind)
 		}
@@ -646,8 +692,8 @@ func (r *replayer) loadDeadLetters(ctx context.Context) error {
 		return fmt.Errorf("dead-letter stream %s: %w", r.names.DeadLetterStream(), err)
 	}
 	r.rep.DeadLettersChecked = info.State.FirstSeq <= 1
-	return r.readStream(ctx, r.names.DeadLetterStream(), info.State, func(m jetstream.Msg, _ *jetstream.MsgMetadata) error {
-		dl, err := events.ParseDeadLetter(m.Headers())
+	return r.readStream(ctx, r.names.DeadLetterStream(), info.State, false, func(item streamItem) error {
+		dl, err := events.ParseDeadLetter(item.msg.Headers())
 		if err != nil || dl.Stream != r.names.TelemetryStream() {
 			return nil // not one of ours: nothing to check it against
 		}
@@ -695,8 +741,8 @@ func (r *replayer) apply(ctx context.Context, st jetstream.StreamState) error {
 			r.rep.Other++
 		}
 	}
-	err := r.readStream(ctx, r.names.TelemetryStream(), st, func(m jetstream.Msg, md *jetstream.MsgMetadata) error {
-		seq := md.Sequence.Stream
+	err := r.readStream(ctx, r.names.TelemetryStream(), st, true, func(item streamItem) error {
+		m, seq := item.msg, item.md.Sequence.Stream
 		r.rep.InputsReplayed++
 		compared := r.compared(seq)
 		if seq >= r.lo && seq <= r.hiWindow && !compared {
@@ -706,7 +752,7 @@ func (r *replayer) apply(ctx context.Context, st jetstream.StreamState) error {
 			r.rep.InputsCompared++
 			r.seenSeq[seq] = struct{}{}
 		}
-		ev, derr := r.names.Decode(m.Subject(), m.Headers(), m.Data())
+		ev, derr := item.ev, item.err
 		in := core.Input{Event: ev, Subject: m.Subject(), Seq: seq}
 		var verdicts, whatVerdicts []events.Message
 		var aerr, werr error

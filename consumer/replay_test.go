@@ -55,6 +55,30 @@ func startReplayWorker(t *testing.T, url string) *worker {
 	return w
 }
 
+// waitHandled waits until the workers acknowledged (or dead-lettered)
+// every input of the stream: their acknowledgement floor, which the server
+// updates with each ack, reached the stream's last sequence.
+func waitHandled(t *testing.T, js jetstream.JetStream) {
+	t.Helper()
+	natstest.Eventually(t, 20*time.Second, "every input handled", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		si, err := streamOf(t, js, "TOOLSENTRY_TELEMETRY").Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := js.Consumer(ctx, "TOOLSENTRY_TELEMETRY", "toolsentry-workers")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ci, err := c.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ci.AckFloor.Stream >= si.State.LastSeq && ci.NumAckPending == 0
+	})
+}
+
 // recordSeedScenarios publishes the seeds' scenarios: the silent rename
 // with bad input between (two dead letters) and the chain of five.
 func recordSeedScenarios(t *testing.T, js jetstream.JetStream) {
@@ -69,7 +93,7 @@ func recordSeedScenarios(t *testing.T, js jetstream.JetStream) {
 		t.Fatal(err)
 	}
 	publish(t, js, observation(t, "crm.lookup", crmRenamed))
-	waitSettled(t, js)
+	waitHandled(t, js)
 	for _, id := range []string{"a", "b", "c", "d", "e"} {
 		publish(t, js, contractMsg(t, id, 0.95))
 	}
@@ -78,7 +102,7 @@ func recordSeedScenarios(t *testing.T, js jetstream.JetStream) {
 		t.Fatal(err)
 	}
 	publish(t, js, wf)
-	waitSettled(t, js)
+	waitHandled(t, js)
 }
 
 // recordMix publishes a generated mix over many tools and agents. Each
@@ -96,16 +120,16 @@ func recordMix(t *testing.T, js jetstream.JetStream, n int) {
 	for _, ev := range mix.All() {
 		lane := ev.Kind == consumer.BenchContract || ev.Kind == consumer.BenchWorkflow
 		if lane {
-			waitSettled(t, js)
+			waitHandled(t, js)
 		}
 		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: ev.Subject, Header: ev.Header, Data: ev.Data}); err != nil {
 			t.Fatal(err)
 		}
 		if lane {
-			waitSettled(t, js)
+			waitHandled(t, js)
 		}
 	}
-	waitSettled(t, js)
+	waitHandled(t, js)
 }
 
 func replay(t *testing.T, js jetstream.JetStream, opts consumer.ReplayOptions) *consumer.ReplayReport {
@@ -487,7 +511,7 @@ func TestReplayRefusesTruncatedHistory(t *testing.T) {
 	publish(t, w.js, observation(t, "crm.lookup", crmV1))
 	publish(t, w.js, invocation(t, "crm.lookup", "agent-a", `{"user_id":"u"}`))
 	publish(t, w.js, observation(t, "crm.lookup", crmRenamed))
-	waitSettled(t, w.js)
+	waitHandled(t, w.js)
 	if err := streamOf(t, w.js, "TOOLSENTRY_TELEMETRY").Purge(context.Background(), jetstream.WithPurgeSequence(2)); err != nil {
 		t.Fatal(err)
 	}
@@ -514,7 +538,7 @@ func TestReplaySkipsInputsNotYetHandled(t *testing.T) {
 	w := startReplayWorker(t, url)
 	publish(t, w.js, observation(t, "crm.lookup", crmV1))
 	publish(t, w.js, invocation(t, "crm.lookup", "agent-a", `{"user_id":"u"}`))
-	waitSettled(t, w.js)
+	waitHandled(t, w.js)
 	w.stop()
 	publish(t, w.js, observation(t, "crm.lookup", crmRenamed))
 	rep := replay(t, w.js, consumer.ReplayOptions{})

@@ -61,8 +61,12 @@ func replayRecord(t *testing.T) (url string, js jetstream.JetStream) {
 	}
 	settled := func() {
 		natstest.Eventually(t, 20*time.Second, "every input handled", func() bool {
+			si, err := svc.Resources.Telemetry.Info(ctx)
+			if err != nil {
+				return false
+			}
 			ci, err := svc.Resources.Consumer.Info(ctx)
-			return err == nil && ci.NumPending == 0 && ci.NumAckPending == 0
+			return err == nil && ci.AckFloor.Stream >= si.State.LastSeq && ci.NumAckPending == 0
 		})
 	}
 	var msgs []events.Message
