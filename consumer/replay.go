@@ -20,11 +20,10 @@ import (
 )
 
 // ErrTruncatedHistory is returned by Replay when the telemetry stream no
-// longer starts at sequence 1 (its oldest inputs aged out or were purged),
-// or the verdict stream lost its oldest verdicts, and
-// ReplayOptions.AllowTruncated is false: state rebuilt from what is left
-// would differ from the state the live workers had, so differences could
-// stem from the missing history rather than from tampering.
+// longer starts at sequence 1 (its oldest inputs aged out or were purged)
+// and ReplayOptions.AllowTruncated is false: state rebuilt from what is
+// left would differ from the state the live workers had, so differences
+// could stem from the missing history rather than from tampering.
 var ErrTruncatedHistory = errors.New("history truncated")
 
 // DefaultReplayMaxDifferences is how many differences a ReplayReport lists
@@ -168,11 +167,16 @@ type ReplayReport struct {
 	// replay started; the replay applies every input between them.
 	FirstSeq uint64 `json:"first_seq"`
 	LastSeq  uint64 `json:"last_seq"`
-	// Truncated: the telemetry stream starts after sequence 1, or the
-	// verdict stream lost its oldest verdicts; state was rebuilt from what
-	// is left and differences may stem from the missing history.
-	Truncated         bool `json:"truncated"`
-	VerdictsTruncated bool `json:"verdicts_truncated"`
+	// Truncated: the telemetry stream starts after sequence 1; state was
+	// rebuilt from what is left and differences may stem from the missing
+	// history.
+	Truncated bool `json:"truncated"`
+	// VerdictsTruncated: the verdict stream lost its oldest verdicts (they
+	// aged out, or were removed). Only inputs stored after its first
+	// verdict (VerdictsFirstTime) are compared, since only their verdicts
+	// are all still there: the window starts there at the earliest.
+	VerdictsTruncated bool       `json:"verdicts_truncated"`
+	VerdictsFirstTime *time.Time `json:"verdicts_first_time,omitempty"`
 	// HandledThrough is the live workers' acknowledgement floor: every
 	// input up to it has been handled. Inputs above it are not compared.
 	HandledThrough uint64       `json:"handled_through"`
@@ -409,10 +413,14 @@ func (r *replayer) run(ctx context.Context) (*ReplayReport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("verdict stream %s: %w", r.names.VerdictsStream(), err)
 	}
-	rep.VerdictsTruncated = vinfo.State.FirstSeq > 1
-	if (rep.Truncated || rep.VerdictsTruncated) && !r.opts.AllowTruncated {
-		return rep, fmt.Errorf("%w: %s starts at sequence %d, %s at %d: state rebuilt from what is left may differ from the live state", ErrTruncatedHistory,
-			r.names.TelemetryStream(), st.FirstSeq, r.names.VerdictsStream(), vinfo.State.FirstSeq)
+	if vinfo.State.FirstSeq > 1 {
+		rep.VerdictsTruncated = true
+		first := vinfo.State.FirstTime.UTC()
+		rep.VerdictsFirstTime = &first
+	}
+	if rep.Truncated && !r.opts.AllowTruncated {
+		return rep, fmt.Errorf("%w: %s starts at sequence %d: state rebuilt from what is left may differ from the live state", ErrTruncatedHistory,
+			r.names.TelemetryStream(), st.FirstSeq)
 	}
 
 	// Handled inputs first: their verdicts are in the verdict stream
@@ -469,17 +477,27 @@ func (r *replayer) handledThrough(ctx context.Context, last uint64) (uint64, err
 func (r *replayer) resolveWindow(ctx context.Context, info *jetstream.StreamInfo) error {
 	st := info.State
 	lo, hi := max(st.FirstSeq, r.opts.FromSeq, 1), st.LastSeq
+	from := func(t time.Time) error {
+		if st.Msgs == 0 || t.After(st.LastTime) {
+			lo = st.LastSeq + 1
+			return nil
+		}
+		seq, err := r.firstStoredAt(ctx, t)
+		lo = max(lo, seq)
+		return err
+	}
 	if !r.opts.Since.IsZero() {
 		since := r.opts.Since.UTC()
 		r.rep.Window.Since = &since
-		if st.Msgs == 0 || since.After(st.LastTime) {
-			lo = st.LastSeq + 1
-		} else {
-			seq, err := r.firstStoredAt(ctx, since)
-			if err != nil {
-				return err
-			}
-			lo = max(lo, seq)
+		if err := from(since); err != nil {
+			return err
+		}
+	}
+	if t := r.rep.VerdictsFirstTime; t != nil {
+		// An input stored after the first remaining verdict had its
+		// verdicts stored after it too: none of them aged out.
+		if err := from(t.Add(time.Nanosecond)); err != nil {
+			return err
 		}
 	}
 	if !r.opts.Until.IsZero() {

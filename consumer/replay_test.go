@@ -569,3 +569,28 @@ func TestReplayRejectsBadOptions(t *testing.T) {
 		t.Errorf("no streams: %v, want ErrStreamNotFound", err)
 	}
 }
+
+// TestReplayComparesFromTheFirstRemainingVerdict: verdicts age out of
+// their stream while the telemetry may be kept longer. The inputs whose
+// verdicts may be gone are replayed into state, not compared: their
+// verdicts are not reported missing.
+func TestReplayComparesFromTheFirstRemainingVerdict(t *testing.T) {
+	_, url := natstest.RunServer(t)
+	w := startReplayWorker(t, url)
+	publish(t, w.js, observation(t, "crm.lookup", crmV1))
+	publish(t, w.js, invocation(t, "crm.lookup", "agent-a", `{"user_id":"u"}`))
+	publish(t, w.js, observation(t, "crm.lookup", crmRenamed))
+	waitHandled(t, w.js)
+	if err := streamOf(t, w.js, "TOOLSENTRY_VERDICTS").Purge(context.Background(), jetstream.WithPurgeSequence(2)); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, w.js, observation(t, "crm.lookup", crmRenamed))
+	waitHandled(t, w.js)
+	rep := replay(t, w.js, consumer.ReplayOptions{})
+	if !rep.VerdictsTruncated || rep.VerdictsFirstTime == nil || rep.Window.FromSeq != 4 || rep.InputsReplayed != 4 || rep.InputsCompared != 1 {
+		t.Errorf("verdicts truncated %v, window from %d, replayed %d, compared %d", rep.VerdictsTruncated, rep.Window.FromSeq, rep.InputsReplayed, rep.InputsCompared)
+	}
+	if len(rep.Differences) != 0 || rep.Matched != 1 {
+		t.Errorf("matched %d, differences %s", rep.Matched, diffsText(rep.Differences))
+	}
+}

@@ -56,9 +56,11 @@ snapshot is trusted); --since, --until, --from-seq, --tool and --composition
 only choose what is compared and reported, so a window reports exactly what
 the full replay reports on that window. If the telemetry stream no longer
 starts at sequence 1 (inputs aged out past --telemetry-max-age of serve, or
-were purged), or the verdict stream lost its oldest verdicts, the history is
-truncated: replay refuses unless --allow-truncated, and then differences may
-stem from the missing history. Inputs serve has not acknowledged yet are
+were purged), the history is truncated: replay refuses unless
+--allow-truncated, and then differences may stem from the missing history.
+If the verdict stream lost its oldest verdicts (they age out after 30 days),
+only inputs stored after its first verdict are compared, and the report
+says so. Inputs serve has not acknowledged yet are
 replayed into state but not compared (counted as not yet handled).
 
 The report counts inputs replayed, compared, rejected (bad input, which must
@@ -312,9 +314,12 @@ func replayResult(status int) string {
 func writeReplayReport(w io.Writer, rep *consumer.ReplayReport, status int) {
 	fmt.Fprintf(w, "toolsentry replay: %s sequences %d-%d under guard %s, state rebuilt from sequence %d\n",
 		rep.Stream, rep.FirstSeq, rep.LastSeq, rep.GuardVersion, rep.FirstSeq)
-	if rep.Truncated || rep.VerdictsTruncated {
-		fmt.Fprintf(w, "  WARNING: truncated history (telemetry from sequence %d, verdicts truncated: %v): differences may stem from the missing history\n",
-			rep.FirstSeq, rep.VerdictsTruncated)
+	if rep.Truncated {
+		fmt.Fprintf(w, "  WARNING: truncated history: the telemetry starts at sequence %d, so differences may stem from the missing history\n", rep.FirstSeq)
+	}
+	if rep.VerdictsTruncated {
+		fmt.Fprintf(w, "  note: the verdict stream's oldest verdicts are gone (aged out or removed): only inputs stored after its first verdict (%s) are compared\n",
+			rep.VerdictsFirstTime.Format(time.RFC3339Nano))
 	}
 	win := "nothing"
 	if rep.Window.ToSeq >= rep.Window.FromSeq && rep.Window.ToSeq > 0 {

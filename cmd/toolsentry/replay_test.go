@@ -221,7 +221,7 @@ func TestReplayCommand(t *testing.T) {
 		t.Errorf("truncated: exit %d, %s", code, errOut)
 	}
 	out, _, code = runCtx(ctx, "", "replay", "--nats-url", url, "--allow-truncated")
-	if code != 1 || !strings.Contains(out, "WARNING: truncated history (telemetry from sequence 2") {
+	if code != 1 || !strings.Contains(out, "WARNING: truncated history: the telemetry starts at sequence 2") {
 		t.Errorf("--allow-truncated: exit %d\n%s", code, out)
 	}
 }
