@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -1106,11 +1107,13 @@ func eventPayload(ev events.Event) json.RawMessage {
 	default:
 		return nil
 	}
-	b, err := json.Marshal(v)
-	if err != nil {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // directives hold "<"; shown to people
+	if err := enc.Encode(v); err != nil {
 		return nil
 	}
-	return b
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }
 
 // describeChange names the members in which two verdict payloads differ,

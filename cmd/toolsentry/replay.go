@@ -257,11 +257,9 @@ func runReplay(ctx context.Context, args []string, sio stdio) error {
 			Result     string `json:"result"`
 			ExitStatus int    `json:"exit_status"`
 		}{rep, replayResult(status), status}
-		b, err := json.Marshal(out)
-		if err != nil {
-			return err
-		}
-		if _, err := sio.out.Write(append(b, '\n')); err != nil {
+		enc := json.NewEncoder(sio.out)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(out); err != nil {
 			return err
 		}
 	} else {

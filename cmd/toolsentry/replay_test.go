@@ -174,7 +174,7 @@ func TestReplayCommand(t *testing.T) {
 	}
 	out, errOut, code = runCtx(ctx, "", "replay", "--nats-url", url, "--workflow", file)
 	if code != replayExitPolicy || !strings.Contains(out, "WHAT IF (changed)") || !strings.Contains(out, `"verdict":"COMPOSITION_MEETS_QUALITY"`) ||
-		!strings.Contains(out, `"verdict":"COMPOSITION_DEGRADED"`) || !strings.Contains(out, "what-if (--workflow etl): 1 verdicts changed") {
+		!strings.Contains(out, `"verdict":"COMPOSITION_DEGRADED"`) || !strings.Contains(out, "< requirement 95.00%") || !strings.Contains(out, "what-if (--workflow etl): 1 verdicts changed") {
 		t.Errorf("--workflow: exit %d\n%s%s", code, out, errOut)
 	}
 
