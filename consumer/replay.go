@@ -860,8 +860,10 @@ func (r *replayer) checkDeadLetter(seq uint64, eventID, subject string, err erro
 		if dead {
 			r.rep.DeadLettersConfirmed++
 		} else if r.rep.DeadLettersChecked {
+			// The reason code, not the error's text: a decoding error may
+			// quote the input, and an input may hold an agent's values.
 			r.difference(ReplayDifference{Kind: DiffRejectedNotDeadLettered, InputSequence: seq, InputEventID: eventID,
-				Reason: fmt.Sprintf("input on %s is bad input (%v) but is not in the dead-letter stream", subject, err)})
+				Reason: fmt.Sprintf("input on %s is bad input (%s) but is not in the dead-letter stream", subject, badInputReason(err))})
 			r.rep.Other++
 		}
 	case dead:
@@ -869,6 +871,17 @@ func (r *replayer) checkDeadLetter(seq uint64, eventID, subject string, err erro
 			Reason: fmt.Sprintf("input on %s was dead-lettered live (%s) but applies in the replay: live state diverged from here", subject, reason)})
 		r.rep.Other++
 	}
+}
+
+// badInputReason is the dead-letter reason the live processor gives err.
+func badInputReason(err error) string {
+	if r, ok := events.ReasonFor(err); ok {
+		return string(r)
+	}
+	if errors.Is(err, core.ErrUnsupported) {
+		return string(events.ReasonUnknownType)
+	}
+	return ReasonPermanent
 }
 
 // derivedVerdict is a re-derived verdict with its key.

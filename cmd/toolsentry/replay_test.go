@@ -178,6 +178,16 @@ func TestReplayCommand(t *testing.T) {
 		t.Errorf("--workflow: exit %d\n%s%s", code, out, errOut)
 	}
 
+	// A workflow the history never declares changes nothing, and says so.
+	nope := filepath.Join(t.TempDir(), "nope.json")
+	if err := os.WriteFile(nope, []byte(strings.ReplaceAll(etlWorkflow(0.9), `"etl"`, `"nope"`)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = runCtx(ctx, "", "replay", "--nats-url", url, "--workflow", nope)
+	if code != 0 || !strings.Contains(out, "what-if: never declared in the history, so unchanged: nope") {
+		t.Errorf("--workflow of an undeclared composition: exit %d\n%s%s", code, out, errOut)
+	}
+
 	// Delete the drift verdict: missing, exit 1; the window and the key
 	// filter that hold it say so too, the others do not.
 	verdicts, err := js.Stream(ctx, "TOOLSENTRY_VERDICTS")
