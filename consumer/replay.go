@@ -200,6 +200,9 @@ type ReplayReport struct {
 	Missing           int `json:"missing"`
 	Extra             int `json:"extra"`
 	PolicyChanged     int `json:"policy_changed"`
+	// Duplicates counts verdicts stored twice, identically (a redelivery
+	// after the duplicate window): not a difference.
+	Duplicates int `json:"duplicates"`
 	// Other counts the differences of the other kinds (dead letters,
 	// deleted inputs, undecodable verdicts).
 	Other int `json:"other_differences"`
@@ -956,6 +959,10 @@ func (r *replayer) compare(ctx context.Context, seq uint64, eventID string, msgs
 			// More records than re-derived verdicts: each extra one
 			// contradicts a re-derived verdict that was also recorded.
 			for _, rec := range recs[len(unmatchedD):] {
+				if slices.ContainsFunc(ds, func(d derivedVerdict) bool { return d.sum == rec.sum }) {
+					r.rep.Duplicates++ // the same verdict stored twice: harmless
+					continue
+				}
 				r.recordedDiffers(k, rec, ds[0], "recorded again, differently: ")
 			}
 		}

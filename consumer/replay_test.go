@@ -358,6 +358,7 @@ func TestReplayAudit(t *testing.T) {
 		t.Fatal(err)
 	}
 	republish(t, js, forged, false, func(v *events.SchemaVerdict) { v.AgentID = "agent-forged" })
+	republish(t, js, forged, false, func(*events.SchemaVerdict) {}) // stored twice, identically
 	republish(t, js, older, true, func(v *events.SchemaVerdict) {
 		v.GuardVersion = "0.0.1-older"
 		v.Directive = "PROCEED: an older policy."
@@ -373,8 +374,8 @@ func TestReplayAudit(t *testing.T) {
 		if full.Mismatched != 1 || full.Missing != 1 || full.Extra != 1 || full.PolicyChanged != 1 || full.Tampered() != 3 || full.PolicyChanges() != 1 {
 			t.Errorf("counts %+v", *full)
 		}
-		if full.Matched != len(verdicts)-3 {
-			t.Errorf("matched %d, want %d", full.Matched, len(verdicts)-3)
+		if full.Matched != len(verdicts)-3 || full.Duplicates != 1 {
+			t.Errorf("matched %d, want %d; duplicates %d, want 1", full.Matched, len(verdicts)-3, full.Duplicates)
 		}
 		for _, d := range full.Differences {
 			switch d.Kind {

@@ -338,6 +338,9 @@ func writeReplayReport(w io.Writer, rep *consumer.ReplayReport, status int) {
 		rep.InputsReplayed, rep.InputsCompared, rep.InputsRejected, dlq, rep.InputsUnhandled)
 	fmt.Fprintf(w, "  verdicts: %d recorded, %d re-derived: %d matched, %d mismatched, %d missing, %d extra, %d policy changed\n",
 		rep.VerdictsRecorded, rep.VerdictsRederived, rep.Matched, rep.Mismatched, rep.Missing, rep.Extra, rep.PolicyChanged)
+	if rep.Duplicates > 0 {
+		fmt.Fprintf(w, "  duplicates: %d verdicts stored twice, identically (a redelivery after the duplicate window; harmless)\n", rep.Duplicates)
+	}
 	if rep.Other > 0 {
 		fmt.Fprintf(w, "  other differences: %d (dead letters, deleted inputs, undecodable verdicts)\n", rep.Other)
 	}
