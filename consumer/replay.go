@@ -174,8 +174,9 @@ type ReplayReport struct {
 	Truncated bool `json:"truncated"`
 	// VerdictsTruncated: the verdict stream lost its oldest verdicts (they
 	// aged out, or were removed). Only inputs stored after its first
-	// verdict (VerdictsFirstTime) are compared, since only their verdicts
-	// are all still there: the window starts there at the earliest.
+	// verdict (VerdictsFirstTime; when none is left, the time of its last
+	// one) are compared, since only their verdicts are all still there:
+	// the window starts there at the earliest.
 	VerdictsTruncated bool       `json:"verdicts_truncated"`
 	VerdictsFirstTime *time.Time `json:"verdicts_first_time,omitempty"`
 	// HandledThrough is the live workers' acknowledgement floor: every
@@ -417,10 +418,13 @@ func (r *replayer) run(ctx context.Context) (*ReplayReport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("verdict stream %s: %w", r.names.VerdictsStream(), err)
 	}
-	if vinfo.State.FirstSeq > 1 {
+	if vs := vinfo.State; vs.FirstSeq > 1 {
 		rep.VerdictsTruncated = true
-		first := vinfo.State.FirstTime.UTC()
-		rep.VerdictsFirstTime = &first
+		kept := vs.FirstTime.UTC()
+		if vs.Msgs == 0 {
+			kept = vs.LastTime.UTC() // every verdict is gone, the last one at LastTime
+		}
+		rep.VerdictsFirstTime = &kept
 	}
 	if rep.Truncated && !r.opts.AllowTruncated {
 		return rep, fmt.Errorf("%w: %s starts at sequence %d: state rebuilt from what is left may differ from the live state", ErrTruncatedHistory,

@@ -595,3 +595,27 @@ func TestReplayComparesFromTheFirstRemainingVerdict(t *testing.T) {
 		t.Errorf("matched %d, differences %s", rep.Matched, diffsText(rep.Differences))
 	}
 }
+
+// TestReplayReportsADeletedInput: an input removed from the audit log is a
+// hole that the replay names, with the verdicts that no longer follow.
+func TestReplayReportsADeletedInput(t *testing.T) {
+	_, url := natstest.RunServer(t)
+	w := startReplayWorker(t, url)
+	publish(t, w.js, observation(t, "crm.lookup", crmV1))
+	publish(t, w.js, invocation(t, "crm.lookup", "agent-a", `{"user_id":"u"}`))
+	publish(t, w.js, observation(t, "crm.lookup", crmRenamed))
+	waitHandled(t, w.js)
+	if err := streamOf(t, w.js, "TOOLSENTRY_TELEMETRY").DeleteMsg(context.Background(), 2); err != nil {
+		t.Fatal(err)
+	}
+	rep := replay(t, w.js, consumer.ReplayOptions{})
+	got := kinds(rep.Differences)
+	if got[consumer.DiffInputDeleted] != 1 || rep.Differences[0].InputSequence != 2 || rep.InputsReplayed != 2 {
+		t.Fatalf("replayed %d, differences %s", rep.InputsReplayed, diffsText(rep.Differences))
+	}
+	// Without agent-a's call, the drift is judged for nobody: the recorded
+	// verdict for agent-a is extra, the re-derived one missing.
+	if got[consumer.DiffExtra] != 1 || got[consumer.DiffMissing] != 1 || rep.Tampered() != 3 {
+		t.Errorf("differences %s", diffsText(rep.Differences))
+	}
+}
