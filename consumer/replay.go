@@ -302,7 +302,6 @@ type replayer struct {
 	deleted  map[uint64]bool     // deleted telemetry sequences
 	versions map[string]string   // interned guard versions
 	pending  []pendingDifference // listed differences whose payloads are read at the end
-	seenSeq  map[uint64]struct{} // compared input sequences that exist
 }
 
 // pendingDifference is a listed difference whose recorded payload is read
@@ -339,7 +338,6 @@ func newReplayer(js jetstream.JetStream, opts ReplayOptions) (*replayer, error) 
 		whatIf: map[string]json.RawMessage{}, declared: map[string]bool{},
 		index: map[verdictKey][]recordedRef{}, oldGuard: map[uint64]bool{},
 		dlq: map[uint64]string{}, deleted: map[uint64]bool{}, versions: map[string]string{},
-		seenSeq: map[uint64]struct{}{},
 	}
 	for id, raw := range opts.WhatIf.Workflows {
 		canonical, err := whatIfWorkflow(names, id, raw)
@@ -776,7 +774,6 @@ func (r *replayer) apply(ctx context.Context, st jetstream.StreamState) error {
 		}
 		if compared {
 			r.rep.InputsCompared++
-			r.seenSeq[seq] = struct{}{}
 		}
 		ev, derr := item.ev, item.err
 		in := core.Input{Event: ev, Subject: m.Subject(), Seq: seq}
@@ -1078,7 +1075,7 @@ func (r *replayer) finish(ctx context.Context) {
 		for _, rec := range r.index[k] {
 			kind := DiffExtra
 			reason := "recorded, but the replay derives no such verdict"
-			if _, ok := r.seenSeq[k.inputSeq]; !ok {
+			if r.deleted[k.inputSeq] || k.inputSeq < r.rep.FirstSeq || k.inputSeq > r.rep.LastSeq {
 				reason = "recorded for input sequence " + strconv.FormatUint(k.inputSeq, 10) + ", which the telemetry stream does not hold"
 			}
 			if rec.guardVersion != guards.Version {
