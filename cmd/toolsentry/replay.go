@@ -60,8 +60,13 @@ were purged), the history is truncated: replay refuses unless
 --allow-truncated, and then differences may stem from the missing history.
 If the verdict stream lost its oldest verdicts (they age out after 30 days),
 only inputs stored after its first verdict are compared, and the report
-says so. Inputs serve has not acknowledged yet are
-replayed into state but not compared (counted as not yet handled).
+says so. Inputs serve has not acknowledged yet are replayed into state but
+not compared (counted as not yet handled).
+
+Not in the telemetry, so not replayed: ` + "`toolsentry baseline accept`" + ` and ` + "`reset`" + `
+change a tool's state directly; the tool's verdicts after such an operator
+action differ from the replay's and are reported (use --tool to look at
+them apart).
 
 The report counts inputs replayed, compared, rejected (bad input, which must
 be in TOOLSENTRY_DLQ) and not yet handled, and verdicts:
