@@ -791,7 +791,7 @@ func (r *replayer) apply(ctx context.Context, st jetstream.StreamState) error {
 		if compared {
 			r.checkDeadLetter(seq, ev.ID, m.Subject(), errors.Join(derr, aerr))
 			if derr == nil && aerr == nil {
-				r.compare(ctx, seq, ev.ID, verdicts)
+				r.compare(seq, ev.ID, verdicts)
 			}
 			if what != nil {
 				r.compareWhatIf(seq, ev.ID, verdicts, whatVerdicts)
@@ -925,7 +925,7 @@ func (r *replayer) group(seq uint64, msgs []events.Message) (map[verdictKey][]de
 }
 
 // compare pairs an input's re-derived verdicts with the recorded ones.
-func (r *replayer) compare(ctx context.Context, seq uint64, eventID string, msgs []events.Message) {
+func (r *replayer) compare(seq uint64, eventID string, msgs []events.Message) {
 	derived, order := r.group(seq, msgs)
 	for _, k := range order {
 		ds := derived[k]
