@@ -72,4 +72,18 @@
 // a merge function on conflicts) and are visible in the view at once; watch
 // updates older than what the view holds are ignored. Staleness tells how
 // long ago the view was last known to be caught up.
+//
+// # Audit replay
+//
+// Replay is the audit of all of the above: it reads the telemetry stream
+// from its first sequence with an ordered consumer, applies every input with
+// the same core (consumer/core) to a state in memory, in stream order, and
+// compares the verdicts it derives with the verdict stream, by input and
+// key, as canonical CloudEvents. It publishes nothing and writes no state.
+//
+//	TOOLSENTRY_VERDICTS ── index by (input, guard, key, agent) ─┐
+//	TOOLSENTRY_DLQ ─────── dead-lettered sequences ─────────────┤
+//	TOOLSENTRY_TELEMETRY ─ decode ─ core.Apply(MemState) ───────┴─▶ ReplayReport:
+//	                        (what-if: a second MemState)             matched, mismatched, missing,
+//	                                                                 extra, policy changed, what-if
 package consumer
