@@ -21,10 +21,11 @@ import (
 )
 
 // replayCore is the core configuration of the live service and of the
-// replay in these tests: outcomes never trigger the re-evaluation of
-// workflows from a tool's lane, whose result depends on how far other
-// lanes have got (the composition lane alone applies in stream order).
-var replayCore = core.Options{QualityEvery: 1 << 40}
+// replay in these tests: quality checkpoints every 20 outcomes of a tool, so
+// that the generated mix makes many of them while tools' lanes and the
+// composition lane run concurrently. Composition verdicts read only what the
+// composition lane applied in stream order, so the replay re-derives them.
+var replayCore = core.Options{QualityEvery: 20}
 
 // startReplayWorker runs a live service with replayCore.
 func startReplayWorker(t *testing.T, url string) *worker {
@@ -105,11 +106,8 @@ func recordSeedScenarios(t *testing.T, js jetstream.JetStream) {
 	waitHandled(t, js)
 }
 
-// recordMix publishes a generated mix over many tools and agents. Each
-// contract and workflow declaration is published alone on a settled
-// consumer, so that the live service applies it after exactly the inputs
-// before it in the stream, as the replay does: its verdict reads the
-// outcomes counted in the tools' lanes.
+// recordMix publishes a generated mix over many tools and agents as fast as
+// it can, while the live service consumes it with every lane in parallel.
 func recordMix(t *testing.T, js jetstream.JetStream, n int) {
 	t.Helper()
 	mix, err := consumer.NewBenchMix(consumer.BenchMixOptions{Events: n, IDPrefix: "mix"})
@@ -118,15 +116,8 @@ func recordMix(t *testing.T, js jetstream.JetStream, n int) {
 	}
 	ctx := context.Background()
 	for _, ev := range mix.All() {
-		lane := ev.Kind == consumer.BenchContract || ev.Kind == consumer.BenchWorkflow
-		if lane {
-			waitHandled(t, js)
-		}
 		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: ev.Subject, Header: ev.Header, Data: ev.Data}); err != nil {
 			t.Fatal(err)
-		}
-		if lane {
-			waitHandled(t, js)
 		}
 	}
 	waitHandled(t, js)
@@ -509,10 +500,9 @@ func TestReplayAudit(t *testing.T) {
 func TestReplayRefusesTruncatedHistory(t *testing.T) {
 	_, url := natstest.RunServer(t)
 	w := startReplayWorker(t, url)
-	publish(t, w.js, observation(t, "crm.lookup", crmV1))
-	publish(t, w.js, invocation(t, "crm.lookup", "agent-a", `{"user_id":"u"}`))
-	publish(t, w.js, observation(t, "crm.lookup", crmRenamed))
-	waitHandled(t, w.js)
+	publishHandled(t, w.js, observation(t, "crm.lookup", crmV1))                       // 1, its checkpoint 2
+	publishHandled(t, w.js, invocation(t, "crm.lookup", "agent-a", `{"user_id":"u"}`)) // 3
+	publishHandled(t, w.js, observation(t, "crm.lookup", crmRenamed))                  // 4, its checkpoint 5
 	if err := streamOf(t, w.js, "TOOLSENTRY_TELEMETRY").Purge(context.Background(), jetstream.WithPurgeSequence(2)); err != nil {
 		t.Fatal(err)
 	}
@@ -521,7 +511,7 @@ func TestReplayRefusesTruncatedHistory(t *testing.T) {
 		t.Fatalf("Replay of a truncated history: %v, want ErrTruncatedHistory", err)
 	}
 	rep := replay(t, w.js, consumer.ReplayOptions{AllowTruncated: true})
-	if !rep.Truncated || rep.FirstSeq != 2 || rep.InputsReplayed != 2 {
+	if !rep.Truncated || rep.FirstSeq != 2 || rep.InputsReplayed != 4 {
 		t.Errorf("truncated %v, first %d, replayed %d", rep.Truncated, rep.FirstSeq, rep.InputsReplayed)
 	}
 	// Without the first observation, the replay knows no baseline: the
@@ -537,13 +527,12 @@ func TestReplayRefusesTruncatedHistory(t *testing.T) {
 func TestReplaySkipsInputsNotYetHandled(t *testing.T) {
 	_, url := natstest.RunServer(t)
 	w := startReplayWorker(t, url)
-	publish(t, w.js, observation(t, "crm.lookup", crmV1))
-	publish(t, w.js, invocation(t, "crm.lookup", "agent-a", `{"user_id":"u"}`))
-	waitHandled(t, w.js)
+	publishHandled(t, w.js, observation(t, "crm.lookup", crmV1))                       // 1, its checkpoint 2
+	publishHandled(t, w.js, invocation(t, "crm.lookup", "agent-a", `{"user_id":"u"}`)) // 3
 	w.stop()
 	publish(t, w.js, observation(t, "crm.lookup", crmRenamed))
 	rep := replay(t, w.js, consumer.ReplayOptions{})
-	if rep.HandledThrough != 2 || rep.InputsUnhandled != 1 || rep.InputsCompared != 2 || rep.InputsReplayed != 3 {
+	if rep.HandledThrough != 3 || rep.InputsUnhandled != 1 || rep.InputsCompared != 3 || rep.InputsReplayed != 4 {
 		t.Errorf("handled through %d, unhandled %d, compared %d, replayed %d", rep.HandledThrough, rep.InputsUnhandled, rep.InputsCompared, rep.InputsReplayed)
 	}
 	if len(rep.Differences) != 0 || rep.Matched != 1 {
@@ -578,17 +567,16 @@ func TestReplayRejectsBadOptions(t *testing.T) {
 func TestReplayComparesFromTheFirstRemainingVerdict(t *testing.T) {
 	_, url := natstest.RunServer(t)
 	w := startReplayWorker(t, url)
-	publish(t, w.js, observation(t, "crm.lookup", crmV1))
-	publish(t, w.js, invocation(t, "crm.lookup", "agent-a", `{"user_id":"u"}`))
-	publish(t, w.js, observation(t, "crm.lookup", crmRenamed))
-	waitHandled(t, w.js)
+	publishHandled(t, w.js, observation(t, "crm.lookup", crmV1))                       // 1, its checkpoint 2
+	publishHandled(t, w.js, invocation(t, "crm.lookup", "agent-a", `{"user_id":"u"}`)) // 3
+	publishHandled(t, w.js, observation(t, "crm.lookup", crmRenamed))                  // 4, its checkpoint 5
 	if err := streamOf(t, w.js, "TOOLSENTRY_VERDICTS").Purge(context.Background(), jetstream.WithPurgeSequence(2)); err != nil {
 		t.Fatal(err)
 	}
 	publish(t, w.js, observation(t, "crm.lookup", crmRenamed))
 	waitHandled(t, w.js)
 	rep := replay(t, w.js, consumer.ReplayOptions{})
-	if !rep.VerdictsTruncated || rep.VerdictsFirstTime == nil || rep.Window.FromSeq != 4 || rep.InputsReplayed != 4 || rep.InputsCompared != 1 {
+	if !rep.VerdictsTruncated || rep.VerdictsFirstTime == nil || rep.Window.FromSeq != 6 || rep.InputsReplayed != 6 || rep.InputsCompared != 1 {
 		t.Errorf("verdicts truncated %v, window from %d, replayed %d, compared %d", rep.VerdictsTruncated, rep.Window.FromSeq, rep.InputsReplayed, rep.InputsCompared)
 	}
 	if len(rep.Differences) != 0 || rep.Matched != 1 {
@@ -601,16 +589,15 @@ func TestReplayComparesFromTheFirstRemainingVerdict(t *testing.T) {
 func TestReplayReportsADeletedInput(t *testing.T) {
 	_, url := natstest.RunServer(t)
 	w := startReplayWorker(t, url)
-	publish(t, w.js, observation(t, "crm.lookup", crmV1))
-	publish(t, w.js, invocation(t, "crm.lookup", "agent-a", `{"user_id":"u"}`))
-	publish(t, w.js, observation(t, "crm.lookup", crmRenamed))
-	waitHandled(t, w.js)
-	if err := streamOf(t, w.js, "TOOLSENTRY_TELEMETRY").DeleteMsg(context.Background(), 2); err != nil {
+	publishHandled(t, w.js, observation(t, "crm.lookup", crmV1))                       // 1, its checkpoint 2
+	publishHandled(t, w.js, invocation(t, "crm.lookup", "agent-a", `{"user_id":"u"}`)) // 3
+	publishHandled(t, w.js, observation(t, "crm.lookup", crmRenamed))                  // 4, its checkpoint 5
+	if err := streamOf(t, w.js, "TOOLSENTRY_TELEMETRY").DeleteMsg(context.Background(), 3); err != nil {
 		t.Fatal(err)
 	}
 	rep := replay(t, w.js, consumer.ReplayOptions{})
 	got := kinds(rep.Differences)
-	if got[consumer.DiffInputDeleted] != 1 || rep.Differences[0].InputSequence != 2 || rep.InputsReplayed != 2 {
+	if got[consumer.DiffInputDeleted] != 1 || rep.Differences[0].InputSequence != 3 || rep.InputsReplayed != 4 {
 		t.Fatalf("replayed %d, differences %s", rep.InputsReplayed, diffsText(rep.Differences))
 	}
 	// Without agent-a's call, the drift is judged for nobody: the recorded
@@ -618,4 +605,13 @@ func TestReplayReportsADeletedInput(t *testing.T) {
 	if got[consumer.DiffExtra] != 1 || got[consumer.DiffMissing] != 1 || rep.Tampered() != 3 {
 		t.Errorf("differences %s", diffsText(rep.Differences))
 	}
+}
+
+// publishHandled publishes one input and waits until the workers handled
+// it, so that the quality checkpoint a new schema version makes lands right
+// after it in the stream and the sequences the tests name are fixed.
+func publishHandled(t *testing.T, js jetstream.JetStream, m events.Message) {
+	t.Helper()
+	publish(t, js, m)
+	waitHandled(t, js)
 }

@@ -84,12 +84,18 @@ func replayRecord(t *testing.T) (url string, js jetstream.JetStream) {
 		t.Fatal(err)
 	}
 	add(names.NewInvocation(meta(), events.Invocation{ToolID: "crm.lookup", AgentID: "agent-a", ArgumentTypes: types, Outcome: &events.Outcome{Status: "ok"}}))
+	// Each input is handled before the next is published, so that the
+	// quality checkpoint a new schema version makes lands right after it:
+	// 1 observation, 2 its checkpoint, 3 invocation, 4 broken, 5 the new
+	// version, 6 its checkpoint, 7-11 contracts, 12 the workflow.
 	for _, m := range msgs {
 		publishMsg(t, ctx, js, m)
+		settled()
 	}
 	if _, err := js.Publish(ctx, "toolsentry.telemetry.invocation.crm=2Elookup", []byte(`{"specversion":"1.0","id":"broken"`)); err != nil {
 		t.Fatal(err)
 	}
+	settled()
 	msgs = nil
 	add(names.NewSchemaObserved(meta(), events.SchemaObserved{ToolID: "crm.lookup", Version: "2",
 		Tool: tool(`{"type":"object","properties":{"userId":{"type":"string"},"limit":{"type":"integer"}},"required":["userId"]}`)}))
@@ -99,6 +105,7 @@ func replayRecord(t *testing.T) (url string, js jetstream.JetStream) {
 	add(names.NewWorkflow(meta(), []byte(etlWorkflow(0.95))))
 	for _, m := range msgs {
 		publishMsg(t, ctx, js, m)
+		settled()
 	}
 	settled()
 	stop()
@@ -153,7 +160,7 @@ func TestReplayCommand(t *testing.T) {
 		t.Fatalf("replay of an untouched record: exit %d\n%s%s", code, out, errOut)
 	}
 	for _, want := range []string{
-		"inputs:   10 replayed, 10 compared, 1 rejected as bad input (1 of them in the dead-letter stream), 0 not yet handled by serve",
+		"inputs:   12 replayed, 12 compared, 1 rejected as bad input (1 of them in the dead-letter stream), 0 not yet handled by serve",
 		"verdicts: 3 recorded, 3 re-derived: 3 matched, 0 mismatched, 0 missing, 0 extra, 0 policy changed",
 		"RESULT: every verdict matches",
 	} {
@@ -163,7 +170,7 @@ func TestReplayCommand(t *testing.T) {
 	}
 
 	out, _, code = runCtx(ctx, "", "replay", "--nats-url", url, "--json")
-	if r := replayJSONOf(t, out); code != 0 || r.Result != "match" || r.ExitStatus != 0 || r.Matched != 3 || r.InputsReplayed != 10 || r.InputsRejected != 1 {
+	if r := replayJSONOf(t, out); code != 0 || r.Result != "match" || r.ExitStatus != 0 || r.Matched != 3 || r.InputsReplayed != 12 || r.InputsRejected != 1 {
 		t.Errorf("--json: exit %d, %+v", code, r)
 	}
 
@@ -202,7 +209,7 @@ func TestReplayCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, _, code = runCtx(ctx, "", "replay", "--nats-url", url)
-	if code != replayExitDifferences || !strings.Contains(out, "MISSING  input 4") || !strings.Contains(out, `re-derived: {"verdict":"DRIFT_ON_USED_FIELDS"`) {
+	if code != replayExitDifferences || !strings.Contains(out, "MISSING  input 5") || !strings.Contains(out, `re-derived: {"verdict":"DRIFT_ON_USED_FIELDS"`) {
 		t.Errorf("deleted verdict: exit %d\n%s", code, out)
 	}
 	out, _, code = runCtx(ctx, "", "replay", "--nats-url", url, "--tool", "crm.lookup", "--json")
@@ -213,9 +220,9 @@ func TestReplayCommand(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "1 matched") {
 		t.Errorf("--composition etl: exit %d\n%s", code, out)
 	}
-	out, _, code = runCtx(ctx, "", "replay", "--nats-url", url, "--from-seq", "5")
-	if code != 0 || !strings.Contains(out, "compared: sequences 5-10") {
-		t.Errorf("--from-seq 5: exit %d\n%s", code, out)
+	out, _, code = runCtx(ctx, "", "replay", "--nats-url", url, "--from-seq", "6")
+	if code != 0 || !strings.Contains(out, "compared: sequences 6-12") {
+		t.Errorf("--from-seq 6: exit %d\n%s", code, out)
 	}
 
 	// Truncated history: refused, unless allowed.
