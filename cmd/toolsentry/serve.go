@@ -53,7 +53,8 @@ Flags (each also read from the environment variable shown):
                           (TOOLSENTRY_LISTEN, default "127.0.0.1:4222")
   --server-config FILE    nats-server configuration file for the embedded server (auth, TLS, limits)
                           (TOOLSENTRY_SERVER_CONFIG, default "")
-  --http HOST:PORT        serves /livez, /readyz and /metrics; empty disables it
+  --http HOST:PORT        serves /livez, /readyz, /metrics and POST /v1/guard (see toolsentry guard --help);
+                          empty disables it
                           (TOOLSENTRY_HTTP, default "127.0.0.1:9700")
   --prefix NAME           prefix of subjects, streams and buckets (TOOLSENTRY_PREFIX, default "toolsentry")
   --workers N             events handled at once, across keys (TOOLSENTRY_WORKERS, default 0 = 8 x CPUs, at least 16)
@@ -228,6 +229,7 @@ func serve(ctx context.Context, f serveFlags, io stdio) error {
 	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", readyz(&stopping, &svc))
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("/v1/guard", newGuardHandler(ctx, nc, f.conn.prefix))
 	httpAddr := ""
 	var httpSrv *http.Server
 	if f.httpAddr != "" {
