@@ -75,6 +75,10 @@ type Stats struct {
 	// timeout). They are not retried: the agent's call path and memory come
 	// first.
 	Failed uint64 `json:"failed"`
+	// Invalid were accepted by Emit but refused by the event contract when
+	// encoded (a field out of its JSON Schema's bounds): a caller's bug,
+	// counted apart.
+	Invalid uint64 `json:"invalid"`
 	// Queued are waiting now.
 	Queued int `json:"queued"`
 }
@@ -114,13 +118,13 @@ type Agent struct {
 
 	mu     sync.RWMutex // guards closed and sends on queue
 	closed bool
-	queue  chan events.Message
+	queue  chan queued
 	abort  chan struct{} // closed when Close's deadline passes
 	done   chan struct{} // closed when the sender has finished
 
-	emitted, published, dropped, failed atomic.Uint64
-	closeOnce                           sync.Once
-	closeErr                            error
+	emitted, published, dropped, failed, invalid atomic.Uint64
+	closeOnce                                    sync.Once
+	closeErr                                     error
 }
 
 // NewAgent starts the agent's client on nc: a view of its directives
@@ -167,7 +171,7 @@ func NewAgent(ctx context.Context, nc *nats.Conn, opts AgentOptions) (*Agent, er
 		opts:  opts,
 		js:    js,
 		view:  view,
-		queue: make(chan events.Message, opts.QueueSize),
+		queue: make(chan queued, opts.QueueSize),
 		abort: make(chan struct{}),
 		done:  make(chan struct{}),
 	}
@@ -184,11 +188,12 @@ func (a *Agent) View() *DirectiveView { return a.view }
 // Emit queues one invocation for publishing and returns at once: it never
 // waits for NATS. A full queue (NATS down or slow) or a closed client drops
 // the invocation, counts it (Stats.Dropped) and returns ErrQueueFull or
-// ErrClosed; the caller goes on either way. An invocation that cannot be
-// built (no tool, arguments that are not a JSON object) is the caller's
-// error and is not counted.
+// ErrClosed; the caller goes on either way. Emit reads the arguments' paths
+// and types at once (no value is kept) and leaves encoding to the sender.
+// An invocation without a tool or whose arguments are not a JSON object is
+// the caller's error, returned and not counted.
 func (a *Agent) Emit(inv Invocation) error {
-	msg, err := a.build(inv)
+	msg, err := a.prepare(inv)
 	if err != nil {
 		return err
 	}
@@ -208,7 +213,20 @@ func (a *Agent) Emit(inv Invocation) error {
 	}
 }
 
-func (a *Agent) build(inv Invocation) (events.Message, error) {
+// queued is an invocation waiting for the sender: its payload holds field
+// paths and types only, the values are gone.
+type queued struct {
+	p  events.Invocation
+	at time.Time
+}
+
+// prepare reads what Emit must read on the caller's goroutine (the
+// arguments' paths and types, so that no value is kept) and checks what the
+// caller can get wrong; encoding waits for the sender.
+func (a *Agent) prepare(inv Invocation) (queued, error) {
+	if _, err := events.KeyToken(inv.Tool); err != nil {
+		return queued{}, fmt.Errorf("invocation: tool: %w", err)
+	}
 	p := events.Invocation{
 		AgentID:           a.opts.AgentID,
 		ToolID:            inv.Tool,
@@ -227,7 +245,7 @@ func (a *Agent) build(inv Invocation) (events.Message, error) {
 	if len(inv.Arguments) > 0 {
 		ft, err := events.FieldTypesOf(inv.Arguments)
 		if err != nil {
-			return events.Message{}, fmt.Errorf("invocation of %s: arguments: %w", inv.Tool, err)
+			return queued{}, fmt.Errorf("invocation of %s: arguments: %w", inv.Tool, err)
 		}
 		p.ArgumentTypes = ft
 	}
@@ -239,22 +257,18 @@ func (a *Agent) build(inv Invocation) (events.Message, error) {
 	if at.IsZero() {
 		at = time.Now()
 	}
-	msg, err := a.opts.Names.NewInvocation(events.Meta{ID: events.NewID(), Source: a.opts.Source, Time: at.UTC()}, p)
-	if err != nil {
-		return events.Message{}, fmt.Errorf("invocation of %s: %w", inv.Tool, err)
-	}
-	return msg, nil
+	return queued{p: p, at: at.UTC()}, nil
 }
 
 // send publishes the queue in batches until the queue is closed and empty,
 // or Close's deadline aborts it.
 func (a *Agent) send() {
 	defer close(a.done)
-	batch := make([]events.Message, 0, a.opts.BatchSize)
+	batch := make([]queued, 0, a.opts.BatchSize)
 	futures := make([]jetstream.PubAckFuture, 0, a.opts.BatchSize)
 	for {
 		var (
-			msg events.Message
+			msg queued
 			ok  bool
 		)
 		select {
@@ -280,7 +294,12 @@ func (a *Agent) send() {
 			}
 		}
 		futures = futures[:0]
-		for _, m := range batch {
+		for _, q := range batch {
+			m, err := a.opts.Names.NewInvocation(events.Meta{ID: events.NewID(), Source: a.opts.Source, Time: q.at}, q.p)
+			if err != nil {
+				a.invalid.Add(1)
+				continue
+			}
 			f, err := a.js.PublishMsgAsync(&nats.Msg{Subject: m.Subject, Header: nats.Header(m.Header), Data: m.Data},
 				jetstream.WithMsgID(m.ID), jetstream.WithStallWait(a.opts.Publisher.AckTimeout))
 			if err != nil {
@@ -323,6 +342,7 @@ func (a *Agent) Stats() Stats {
 		Published: a.published.Load(),
 		Dropped:   a.dropped.Load(),
 		Failed:    a.failed.Load(),
+		Invalid:   a.invalid.Load(),
 		Queued:    len(a.queue),
 	}
 }

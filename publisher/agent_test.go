@@ -162,6 +162,13 @@ func TestAgentAdaptsToDriftWithoutRestart(t *testing.T) {
 		t.Fatalf("before any drift: Guard = %s, %v; want the payload as given", out, err)
 	}
 	natstest.Eventually(t, 10*time.Second, "invocation published", func() bool { return a.Stats().Published == 1 })
+	stored, err := l.res.Telemetry.GetLastMsgForSubject(l.ctx, "toolsentry.telemetry.invocation.crm=2Elookup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(stored.Data), "alice") || !strings.Contains(string(stored.Data), `"user_id":"string"`) {
+		t.Errorf("published invocation %s: want field types, no values", stored.Data)
+	}
 
 	l.observe(tool, crmRenamed)
 	out, _ = waitGuard(t, a, tool, args, "Guard migrates user_id to userId", func(out json.RawMessage, err error) bool {
@@ -345,5 +352,55 @@ func TestAgentOptionsAndBadInput(t *testing.T) {
 	}
 	if st := a.Stats(); st.Emitted != 0 || st.Dropped != 0 {
 		t.Errorf("caller errors counted: %+v", st)
+	}
+}
+
+// TestAgentHook: the proxy's switches over one MIGRATE and one HALT
+// directive.
+func TestAgentHook(t *testing.T) {
+	l := startBare(t)
+	kv, err := l.js.KeyValue(l.ctx, "toolsentry-directives")
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(tool string, d events.Directive) {
+		t.Helper()
+		d.Guard, d.ToolID, d.AgentID = events.DirectiveSchema, tool, "proxy-1"
+		key, _ := d.Key()
+		b, _ := json.Marshal(d)
+		if _, err := kv.Put(l.ctx, key, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("rename", events.Directive{Action: guards.ActionMigrate, Directive: "HALT: Drift on used fields ['user_id']. Apply migration.",
+		Migration: guards.MigrationPlan{Steps: []guards.MigrationStep{{Op: guards.OpMove, Path: "user_id", To: "userId"}}}})
+	put("gone", events.Directive{Action: guards.ActionHalt, Directive: "HALT: Drift on used fields ['limit']. Apply migration.",
+		Verdict: events.VerdictRef{Name: "DRIFT_ON_USED_FIELDS", ManifestDigest: strings.Repeat("d", 64)}})
+	a := l.agent("proxy-1", publisher.AgentOptions{})
+	args := json.RawMessage(`{"user_id":"u"}`)
+	for _, c := range []struct {
+		apply, halt bool
+		tool        string
+		want        string // arguments, or "error"
+	}{
+		{true, true, "rename", `{"userId":"u"}`},
+		{true, true, "gone", "error"},
+		{true, false, "rename", `{"userId":"u"}`},
+		{true, false, "gone", `{"user_id":"u"}`},
+		{false, true, "rename", `{"user_id":"u"}`},
+		{false, true, "gone", "error"},
+		{false, false, "gone", `{"user_id":"u"}`},
+	} {
+		out, err := a.Hook(c.apply, c.halt)(l.ctx, c.tool, args)
+		got := string(out)
+		if err != nil {
+			got = "error"
+			if !strings.Contains(err.Error(), "HALT: Drift on used fields ['limit']") || !strings.Contains(err.Error(), strings.Repeat("d", 64)) {
+				t.Errorf("hook error %q does not name the directive and digest", err)
+			}
+		}
+		if got != c.want {
+			t.Errorf("Hook(apply=%v, halt=%v)(%s) = %s, want %s", c.apply, c.halt, c.tool, got, c.want)
+		}
 	}
 }
