@@ -72,4 +72,14 @@
 // a merge function on conflicts) and are visible in the view at once; watch
 // updates older than what the view holds are ignored. Staleness tells how
 // long ago the view was last known to be caught up.
+//
+// # Directives in force
+//
+// A second engine, with one worker and its own durable consumer on the
+// verdict stream ("<prefix>-directives"), keeps the bucket
+// toolsentry-directives: per (tool, agent), per tool and per composition,
+// what the latest verdict tells agents to do (events.Directive, action
+// PROCEED, MIGRATE or HALT). StartService starts it (Directives; disable
+// with ServiceOptions.Directives.Disable); agents read it through
+// publisher.Agent; `toolsentry baseline accept` calls AcceptDirectives.
 package consumer
