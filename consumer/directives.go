@@ -128,19 +128,6 @@ func (d *Directives) Close() error {
 	return err
 }
 
-// Get returns the directive under key from the projector's view.
-func (d *Directives) Get(key string) (events.Directive, bool) {
-	e, ok := d.view.Get(key)
-	if !ok {
-		return events.Directive{}, false
-	}
-	var dir events.Directive
-	if err := json.Unmarshal(e.Value, &dir); err != nil {
-		return events.Directive{}, false
-	}
-	return dir, true
-}
-
 // index keeps, per tool, the keys of its agents' directives.
 func (d *Directives) index(key string, present bool) {
 	if !strings.HasPrefix(key, events.DirectiveSchema+".") || strings.Count(key, ".") != 2 {
@@ -367,7 +354,3 @@ func (s *Service) closeDirectives() error {
 	}
 	return s.directives.Close()
 }
-
-// Directives returns the service's projector of directives (nil when
-// disabled).
-func (s *Service) Directives() *Directives { return s.directives }
