@@ -86,4 +86,14 @@
 //	TOOLSENTRY_TELEMETRY ─ decode ─ core.Apply(MemState) ───────┴─▶ ReplayReport:
 //	                        (what-if: a second MemState)             matched, mismatched, missing,
 //	                                                                 extra, policy changed, what-if
+//
+// # Directives in force
+//
+// A second engine, with one worker and its own durable consumer on the
+// verdict stream ("<prefix>-directives"), keeps the bucket
+// toolsentry-directives: per (tool, agent), per tool and per composition,
+// what the latest verdict tells agents to do (events.Directive, action
+// PROCEED, MIGRATE or HALT). StartService starts it (Directives; disable
+// with ServiceOptions.Directives.Disable); agents read it through
+// publisher.Agent; `toolsentry baseline accept` calls AcceptDirectives.
 package consumer

@@ -23,6 +23,9 @@ type ServiceOptions struct {
 	Processor ProcessorOptions
 	Views     ViewOptions
 	Publisher publisher.Options
+	// Directives configures the projector of directives in force
+	// (directives.go).
+	Directives DirectivesOptions
 }
 
 // Service is a running toolsentry worker: resources provisioned, state
@@ -36,6 +39,8 @@ type Service struct {
 	pub      *publisher.Publisher
 	ready    atomic.Bool
 	stopping atomic.Bool
+
+	directives *Directives // nil when disabled
 }
 
 // StartService provisions the resources on nc, loads the state views and
@@ -77,6 +82,10 @@ func StartService(ctx context.Context, nc *nats.Conn, opts ServiceOptions) (*Ser
 		return nil, err
 	}
 	s := &Service{Resources: res, Store: store, Engine: eng, pub: pub}
+	if s.directives, err = startServiceDirectives(ctx, js, res, opts); err != nil {
+		store.Close()
+		return nil, err
+	}
 	s.ready.Store(true)
 	zerolog.Ctx(ctx).Info().Str("stream", res.Config.TelemetryStream()).Str("consumer", res.Config.Durable).Msg("streams, buckets and consumer ready")
 	return s, nil
@@ -84,6 +93,7 @@ func StartService(ctx context.Context, nc *nats.Conn, opts ServiceOptions) (*Ser
 
 // Run consumes until ctx is cancelled or Close is called; see Engine.Run.
 func (s *Service) Run(ctx context.Context) error {
+	defer s.runDirectives(ctx)()
 	err := s.Engine.Run(ctx)
 	if errors.Is(err, ErrClosed) {
 		return nil
@@ -102,7 +112,7 @@ func (s *Service) Close() error {
 	if s.stopping.Swap(true) {
 		return nil
 	}
-	err := s.Engine.Close()
+	err := errors.Join(s.Engine.Close(), s.closeDirectives())
 	s.Store.Close()
 	if errors.Is(err, ErrClosed) {
 		err = nil

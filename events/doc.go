@@ -82,4 +82,12 @@
 // KeyToken: A-Z a-z 0-9 - _ / stay, every other byte becomes '=' and two
 // upper-case hex digits, so "crm.lookup" is "crm=2Elookup". The token is
 // also a valid KV key; KVKey joins several.
+//
+// # Directives
+//
+// Directive is the value of the directives bucket: what the latest verdict
+// about a tool (for one agent, or for all) or a composition tells agents to
+// do. DirectiveOf derives it from a verdict; SchemaDirectiveKey,
+// CompositionDirectiveKey and AgentDirectiveFilters name its keys and the
+// watch filters of one agent's own keys.
 package events

@@ -1,6 +1,8 @@
 // Package publisher publishes messages with ids to JetStream: verdicts from
-// handlers (asynchronously, awaited in batches) and raw telemetry from
-// command-line tools and SDKs (Emitter).
+// handlers (asynchronously, awaited in batches), raw telemetry from
+// command-line tools and SDKs (Emitter), and the client that agents embed
+// (Agent): invocation telemetry off the call path, and calls guarded by the
+// directives in force.
 //
 // Every message carries an id as its Nats-Msg-Id, so a stream drops a
 // message it already stored within its duplicate window: a handler whose
@@ -36,4 +38,25 @@
 // signatures, the chain of each events.ChainKey, and gaps in the stream's
 // sequences, and names every tampered, untrusted, unsigned, missing,
 // out-of-order or deleted verdict by stream sequence.
+//
+// # The agent's client
+//
+// Agent is what an agent embeds to close the loop (see ExampleAgent):
+//
+//	agent, _ := publisher.NewAgent(ctx, nc, publisher.AgentOptions{AgentID: "billing-7"})
+//	args, err := agent.Guard(ctx, "crm.lookup", args)   ◀─ local view of the agent's directives
+//	var halt *publisher.HaltError                          (KV watch on schema.*.<agent>, schema.*,
+//	if errors.As(err, &halt) { ... do not call ... }        composition.*): no round trip per call
+//	... call the tool with args (rewritten by the migration in force) ...
+//	agent.Emit(publisher.Invocation{Tool: "crm.lookup", Arguments: args})
+//	    ─▶ bounded queue ─▶ batched async publishes ─▶ TOOLSENTRY_TELEMETRY
+//	       (full or NATS down: dropped and counted in Stats, never blocking)
+//	d, err := agent.Workflow(ctx, "etl")                  ◀─ a degraded composition is a *HaltError
+//
+// Guard's answer follows the directive's action: PROCEED sends the payload
+// as given, MIGRATE rewrites it with the verdict's guards.MigrationPlan (a
+// payload that hits one of the plan's blockers is a HALT), HALT refuses it.
+// Guard has the shape of a call hook, func(ctx, tool, args) (args, error),
+// for proxies; DirectiveView.Guard decides for any agent (the HTTP endpoint
+// of `toolsentry serve` uses it).
 package publisher

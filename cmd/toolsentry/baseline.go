@@ -46,6 +46,9 @@ DRIFT_ON_USED_FIELDS verdict) until an operator accepts the new version.
            serve writes the record at the same time; if the current version
            itself changes meanwhile, accept refuses (exit 1): look again and
            re-run. A tool with nothing held is left as it is (exit 0).
+           The agents' directives (toolsentry guard) about the accepted
+           version are marked accepted and no longer held; their migration
+           stays in force, since the agents still send the old fields.
   reset    delete the record: the tool's next observation becomes its new
            baseline (verdict NO_BASELINE) and any held drift is forgotten
 
@@ -134,7 +137,7 @@ func runBaseline(ctx context.Context, args []string, sio stdio) error {
 			return err
 		}
 		fmt.Fprintln(sio.out, msg)
-		return nil
+		return acceptDirectives(ctx, js, names, kv, pos[0], sio)
 	default:
 		msg, err := resetBaseline(ctx, kv, pos[0])
 		if err != nil {

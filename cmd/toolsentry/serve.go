@@ -95,8 +95,10 @@ Processing:
                           empty publishes unsigned verdicts (TOOLSENTRY_SIGNING_KEY, default "")
 
 Operations:
-  --http HOST:PORT        serves /livez, /readyz, /metrics (Prometheus) and POST /v1/traces
-                          (OTLP/HTTP traces, protobuf or JSON: GenAI spans become telemetry);
+  --http HOST:PORT        serves /livez, /readyz, /metrics (Prometheus), POST /v1/traces
+                          (OTLP/HTTP traces, protobuf or JSON: GenAI spans become telemetry)
+                          and POST /v1/guard (an agent's payload, rewritten by the migration
+                          in force, or 409 with the HALT: see toolsentry guard --help);
                           empty disables it (TOOLSENTRY_HTTP, default "127.0.0.1:9700")
   --log-level LEVEL       debug, info, warn or error (TOOLSENTRY_LOG_LEVEL, default "info")
   --log-format FORMAT     json, console, or auto: console on a terminal, else JSON
@@ -280,6 +282,7 @@ func serve(ctx context.Context, f serveFlags, io stdio) error {
 	mux.HandleFunc("/readyz", readyz(&stopping, &svc))
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.Handle(otlpReceiver(ctx, nc, f.conn))
+	mux.Handle("/v1/guard", newGuardHandler(ctx, nc, f.conn.prefix))
 	httpAddr := ""
 	var httpSrv *http.Server
 	if f.httpAddr != "" {

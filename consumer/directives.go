@@ -1,0 +1,356 @@
+package consumer
+
+// This file keeps the directives in force (bucket toolsentry-directives):
+// a projector follows the verdict stream with its own durable consumer and
+// writes, per (tool, agent), per tool and per composition, what the latest
+// verdict tells agents to do (events.Directive). Agents watch their own keys
+// (publisher.Agent); `toolsentry baseline accept` marks them accepted
+// (AcceptDirectives).
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/toolsentry/toolsentry/events"
+	"github.com/toolsentry/toolsentry/guards"
+)
+
+// DirectivesDurable is the name of the projector's durable consumer on the
+// verdict stream, after the prefix: "<prefix>-directives".
+const DirectivesDurable = "directives"
+
+// DirectivesOptions configure the directives projector of a Service.
+type DirectivesOptions struct {
+	// Disable leaves the directives bucket alone: no projector runs.
+	Disable bool
+}
+
+// Directives is the projector from verdicts to directives in force. It
+// consumes the verdict stream in order per tool or composition (a verdict
+// subject's last token) with one worker: verdicts are few. What a verdict
+// replaces:
+//
+//   - a verdict about a tool for an agent replaces that agent's directive
+//     for the tool (key schema.<tool>.<agent>);
+//   - a verdict about a tool for no agent (NO_BASELINE, SCHEMA_MATCH, drift
+//     with no usage known) replaces the tool-wide directive (schema.<tool>),
+//     and supersedes every agent's directive for the tool that was about
+//     another current version (its ToFingerprint differs): the tool no
+//     longer presents the schema that directive migrates to, so a reverted
+//     tool releases the agents' migrations and HALTs. An agent's directive
+//     about the version the tool still presents stays: the agent still
+//     sends what it sent, and the core does not report the same drift twice;
+//   - a composition verdict replaces the composition's directive.
+//
+// Writes are compare-and-set, and a directive remembers the verdict stream
+// sequence it follows: a redelivered or older verdict changes nothing.
+type Directives struct {
+	names events.Names
+	view  *View
+	eng   *Engine
+
+	mu     sync.Mutex
+	byTool map[string]map[string]struct{} // "schema.<tool>" → agent keys
+}
+
+// StartDirectives provisions the projector's durable consumer on the verdict
+// stream (idempotently) and the view of the directives bucket, and builds
+// its engine from eng (Workers is forced to 1, Observer dropped, so that
+// metrics count telemetry only). Call Run to consume.
+func StartDirectives(ctx context.Context, js jetstream.JetStream, res *Resources, eng Options) (*Directives, error) {
+	names, err := events.NewNames(res.Config.Prefix)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	cfg := res.Config
+	durable := cfg.Prefix + "-" + DirectivesDurable
+	cons, err := res.Verdicts.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:       durable,
+		Description:   "toolsentry directives: the verdict in force per tool, agent and composition",
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       cfg.AckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: 64,
+		FilterSubject: names.VerdictsSubjects(),
+		Metadata:      map[string]string{MaxDeliverMetadata: strconv.Itoa(cfg.MaxDeliver)},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("provisioning consumer %s on %s: %w", durable, cfg.VerdictsStream(), err)
+	}
+	d := &Directives{names: names, byTool: map[string]map[string]struct{}{}}
+	d.view, err = NewView(ctx, res.Directives, ViewOptions{OnChange: d.index})
+	if err != nil {
+		return nil, err
+	}
+	if err := d.view.WaitReady(ctx); err != nil {
+		d.view.Close()
+		return nil, err
+	}
+	eng.Workers, eng.PullMaxMessages, eng.Observer, eng.Kind = 1, 1, nil, nil
+	if eng.DeadLetterSubject == nil {
+		eng.DeadLetterSubject = func(_, reason string) string { return cfg.DeadLetterSubject(reason) }
+	}
+	d.eng, err = New(js, cons, HandlerFunc(d.handle), eng)
+	if err != nil {
+		d.view.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// Run consumes verdicts until ctx is cancelled or Close is called.
+func (d *Directives) Run(ctx context.Context) error {
+	err := d.eng.Run(ctx)
+	if errors.Is(err, ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// Close stops consuming (in-flight writes finish) and the view. It is
+// idempotent.
+func (d *Directives) Close() error {
+	err := d.eng.Close()
+	d.view.Close()
+	if errors.Is(err, ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// index keeps, per tool, the keys of its agents' directives.
+func (d *Directives) index(key string, present bool) {
+	if !strings.HasPrefix(key, events.DirectiveSchema+".") || strings.Count(key, ".") != 2 {
+		return
+	}
+	tool := key[:strings.LastIndexByte(key, '.')]
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if present {
+		if d.byTool[tool] == nil {
+			d.byTool[tool] = map[string]struct{}{}
+		}
+		d.byTool[tool][key] = struct{}{}
+		return
+	}
+	delete(d.byTool[tool], key)
+}
+
+func (d *Directives) agentKeys(toolKey string) []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	keys := make([]string, 0, len(d.byTool[toolKey]))
+	for k := range d.byTool[toolKey] {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func (d *Directives) handle(ctx context.Context, m *Message) error {
+	ev, err := d.names.Decode(m.Subject, m.Header, m.Data)
+	if err != nil {
+		return permanent(err)
+	}
+	dir, err := events.DirectiveOf(ev, m.StreamSeq)
+	if err != nil {
+		return permanent(err)
+	}
+	key, err := dir.Key()
+	if err != nil {
+		return permanent(err)
+	}
+	if err := d.put(ctx, key, func(cur *events.Directive) (events.Directive, bool) {
+		if cur != nil && cur.Verdict.Sequence >= dir.Verdict.Sequence {
+			return events.Directive{}, false // applied before, or older
+		}
+		return dir, true
+	}); err != nil {
+		return err
+	}
+	zerolog.Ctx(ctx).Debug().Str("key", key).Str("action", string(dir.Action)).Uint64("verdict_seq", m.StreamSeq).Msg("directive in force")
+	if dir.Guard != events.DirectiveSchema || dir.AgentID != "" {
+		return nil
+	}
+	for _, k := range d.agentKeys(key) {
+		err := d.put(ctx, k, func(cur *events.Directive) (events.Directive, bool) {
+			if cur == nil || cur.Verdict.Sequence >= dir.Verdict.Sequence || cur.ToFingerprint == dir.ToFingerprint {
+				return events.Directive{}, false
+			}
+			next := dir
+			next.AgentID = cur.AgentID
+			next.SupersededBy = dir.Verdict.ID
+			next.Reason = fmt.Sprintf("the tool now presents %s, not %s that the agent's last verdict was about: %s", short(dir.ToFingerprint), short(cur.ToFingerprint), dir.Reason)
+			return next, true
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// put writes the directive that next derives from the current one (nil if
+// none or unreadable), unless next says there is nothing to change.
+func (d *Directives) put(ctx context.Context, key string, next func(cur *events.Directive) (events.Directive, bool)) error {
+	_, err := d.view.Update(ctx, key, func(current []byte, found bool) ([]byte, error) {
+		var cur *events.Directive
+		if found {
+			var c events.Directive
+			if err := json.Unmarshal(current, &c); err == nil {
+				cur = &c
+			} else {
+				zerolog.Ctx(ctx).Warn().Str("key", key).Err(err).Msg("directive unreadable; replacing it")
+			}
+		}
+		dir, ok := next(cur)
+		if !ok {
+			return nil, ErrNoChange
+		}
+		return json.Marshal(dir)
+	})
+	if err != nil {
+		return fmt.Errorf("writing directive %s: %w", key, err)
+	}
+	return nil
+}
+
+// short keeps a fingerprint's algorithm and 12 hex digits, for reasons.
+func short(fp string) string {
+	if fp == "" {
+		return "(none)"
+	}
+	if i := strings.IndexByte(fp, ':'); i >= 0 && len(fp) > i+13 {
+		return fp[:i+13] + "…"
+	}
+	return fp
+}
+
+// AcceptDirectives records on the directives of tool (every agent's and
+// the tool-wide one) that an operator accepted fingerprint as the tool's
+// baseline: `toolsentry baseline accept` calls it after writing the
+// baseline. A directive about that version (ToFingerprint) is no longer
+// held; its action and migration stay, because accepting changes what
+// agents are judged against, not what they send: an agent that sends the
+// old fields still needs the migration, and the core does not report that
+// drift to it again. Directives about other versions are left alone. It
+// returns the number of directives it changed; writes are compare-and-set
+// and retried on conflict with the projector.
+func AcceptDirectives(ctx context.Context, kv jetstream.KeyValue, tool, fingerprint string) (int, error) {
+	toolKey, err := events.SchemaDirectiveKey(tool, "")
+	if err != nil {
+		return 0, err
+	}
+	agents, err := events.SchemaDirectiveFilter(tool)
+	if err != nil {
+		return 0, err
+	}
+	lister, err := kv.ListKeysFiltered(ctx, toolKey, agents)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrNoKeysFound) {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("listing the directives of %s: %w", tool, err)
+	}
+	var keys []string
+	for k := range lister.Keys() { // the lister stops its watch at the end
+		keys = append(keys, k)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("listing the directives of %s: %w", tool, err)
+	}
+	changed := 0
+	for _, key := range keys {
+		ok, err := acceptDirective(ctx, kv, key, fingerprint)
+		if err != nil {
+			return changed, err
+		}
+		if ok {
+			changed++
+		}
+	}
+	return changed, nil
+}
+
+func acceptDirective(ctx context.Context, kv jetstream.KeyValue, key, fingerprint string) (bool, error) {
+	for range DefaultMaxAttempts {
+		e, err := kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("reading directive %s: %w", key, err)
+		}
+		var dir events.Directive
+		if err := json.Unmarshal(e.Value(), &dir); err != nil {
+			return false, fmt.Errorf("directive %s: %w: %w", key, ErrCorruptState, err)
+		}
+		if dir.ToFingerprint != fingerprint || dir.AcceptedFingerprint == fingerprint {
+			return false, nil
+		}
+		dir.Held = false
+		dir.AcceptedFingerprint = fingerprint
+		switch dir.Action {
+		case guards.ActionProceed:
+			dir.Reason += "; baseline accepted"
+		default:
+			dir.Reason += "; baseline accepted: the agent still needs this directive until it integrates against the accepted version"
+		}
+		data, err := json.Marshal(dir)
+		if err != nil {
+			return false, err
+		}
+		_, err = kv.Update(ctx, key, data, e.Revision())
+		switch {
+		case err == nil:
+			return true, nil
+		case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+			continue
+		default:
+			return false, fmt.Errorf("writing directive %s: %w", key, err)
+		}
+	}
+	return false, fmt.Errorf("writing directive %s: %w", key, ErrTooManyConflicts)
+}
+
+// startServiceDirectives starts the projector of a Service, unless disabled.
+func startServiceDirectives(ctx context.Context, js jetstream.JetStream, res *Resources, opts ServiceOptions) (*Directives, error) {
+	if opts.Directives.Disable {
+		return nil, nil
+	}
+	return StartDirectives(ctx, js, res, opts.Engine)
+}
+
+// runDirectives runs the service's projector beside its engine; the
+// function it returns stops the projector and waits for it.
+func (s *Service) runDirectives(ctx context.Context) func() {
+	if s.directives == nil {
+		return func() {}
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.directives.Run(ctx) }()
+	return func() {
+		_ = s.directives.Close()
+		if err := <-done; err != nil {
+			zerolog.Ctx(ctx).Error().Err(err).Msg("directives projector stopped")
+		}
+	}
+}
+
+// closeDirectives stops the service's projector, if any.
+func (s *Service) closeDirectives() error {
+	if s.directives == nil {
+		return nil
+	}
+	return s.directives.Close()
+}

@@ -1,0 +1,81 @@
+package publisher_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/toolsentry/toolsentry/consumer"
+	"github.com/toolsentry/toolsentry/consumer/natstest"
+	"github.com/toolsentry/toolsentry/events"
+	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/publisher"
+)
+
+// benchAgent is an agent on an embedded server whose directive for tool
+// "rename" is a MIGRATE of user_id to userId.
+func benchAgent(b *testing.B, opts publisher.AgentOptions) *publisher.Agent {
+	b.Helper()
+	_, url := natstest.RunServer(b)
+	js := natstest.JetStream(b, url)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := consumer.Provision(ctx, js, consumer.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := events.Directive{Guard: events.DirectiveSchema, ToolID: "rename", AgentID: "bench", Action: guards.ActionMigrate,
+		Migration: guards.MigrationPlan{Steps: []guards.MigrationStep{{Op: guards.OpMove, Path: "user_id", To: "userId"}}}}
+	key, _ := d.Key()
+	data, _ := json.Marshal(d)
+	if _, err := res.Directives.Put(ctx, key, data); err != nil {
+		b.Fatal(err)
+	}
+	opts.AgentID = "bench"
+	a, err := publisher.NewAgent(ctx, natstest.Connect(b, url), opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = a.Close(ctx)
+	})
+	return a
+}
+
+// BenchmarkGuard is the cost Guard adds to a call: a map lookup under
+// PROCEED, a decode, migration and encode under MIGRATE.
+func BenchmarkGuard(b *testing.B) {
+	a := benchAgent(b, publisher.AgentOptions{})
+	args := json.RawMessage(`{"user_id":"u-42","limit":5,"options":{"include_archived":false,"fields":["name","email"]}}`)
+	ctx := context.Background()
+	for _, c := range []struct{ name, tool string }{{"action=PROCEED", "other"}, {"action=MIGRATE", "rename"}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := a.Guard(ctx, c.tool, args); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
+		})
+	}
+}
+
+// BenchmarkEmit is the cost Emit adds to a call (building the event, field
+// types only, and queueing it), with the publishes running behind.
+func BenchmarkEmit(b *testing.B) {
+	a := benchAgent(b, publisher.AgentOptions{QueueSize: 1 << 16})
+	args := json.RawMessage(`{"user_id":"u-42","limit":5,"options":{"include_archived":false,"fields":["name","email"]}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := a.Emit(publisher.Invocation{Tool: "crm.lookup", Arguments: args, Outcome: &events.Outcome{Status: "ok"}}); err != nil && err != publisher.ErrQueueFull {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "emits/s")
+	st := a.Stats()
+	b.ReportMetric(float64(st.Dropped), "dropped")
+}

@@ -1,0 +1,410 @@
+package publisher
+
+// This file answers "may I send this payload to this tool?" from a local
+// view of the directives in force (bucket toolsentry-directives, written by
+// the consumer's projector), fed by a KV watch: no round trip per call.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolsentry/toolsentry/events"
+	"github.com/toolsentry/toolsentry/guards"
+)
+
+// ErrHalt is matched (errors.Is) by every *HaltError: a directive in force
+// says the call must not be made.
+var ErrHalt = errors.New("halted by directive")
+
+// ErrNoDirective is returned by Workflow for a composition that has no
+// verdict yet.
+var ErrNoDirective = errors.New("no directive in force")
+
+// ErrBadPayload is returned by Guard for a payload that is not JSON: the
+// payload is the caller's error, not a HALT.
+var ErrBadPayload = errors.New("payload is not JSON")
+
+// ErrNotReady is returned by WatchDirectives and NewAgent when the view
+// could not load the bucket's current directives before the context ended.
+var ErrNotReady = errors.New("directives not loaded")
+
+// HaltError is the error of a call that a directive forbids: the directive
+// says HALT, or it says MIGRATE and this payload hits one of the
+// migration's blockers. Match it with errors.As; errors.Is(err, ErrHalt)
+// holds, and so does errors.Is(err, guards.ErrCannotMigrate) when Cause is
+// the payload's *guards.MigrationError.
+type HaltError struct {
+	// Agent and Tool name the call (a tool's directive); Composition names
+	// a workflow (Workflow's directive).
+	Agent, Tool, Composition string
+	// Directive is the directive in force: its text, verdict and digest.
+	Directive events.Directive
+	// Cause is the payload's *guards.MigrationError under a MIGRATE
+	// directive; nil under a HALT.
+	Cause error
+}
+
+func (e *HaltError) Error() string {
+	what := "tool " + e.Tool
+	if e.Composition != "" {
+		what = "workflow " + e.Composition
+	}
+	if e.Agent != "" {
+		what += " for agent " + e.Agent
+	}
+	msg := fmt.Sprintf("HALT %s: %s (verdict %s, manifest digest %s)", what, e.Directive.Directive, e.Directive.Verdict.Name, e.Directive.Verdict.ManifestDigest)
+	if e.Cause != nil {
+		return msg + ": " + e.Cause.Error()
+	}
+	return msg + ": " + e.Directive.Reason
+}
+
+// Unwrap returns ErrHalt and the cause, if any.
+func (e *HaltError) Unwrap() []error {
+	if e.Cause != nil {
+		return []error{ErrHalt, e.Cause}
+	}
+	return []error{ErrHalt}
+}
+
+// ManifestDigest is the digest of the verdict behind the HALT.
+func (e *HaltError) ManifestDigest() string { return e.Directive.Verdict.ManifestDigest }
+
+// Staleness says how current a view of the directives is.
+type Staleness struct {
+	// Age is the time since the view was last known to hold everything
+	// the bucket held: since its last watch update, or since the last probe
+	// that found nothing newer in the bucket.
+	Age time.Duration `json:"age"`
+	// Live is true while the connection is up and the watch runs.
+	Live bool `json:"live"`
+}
+
+// Decision is the answer to one call: the arguments to send and the
+// directive that decided them.
+type Decision struct {
+	// Arguments are the arguments to send: the caller's bytes under
+	// PROCEED, rewritten by the migration under MIGRATE.
+	Arguments json.RawMessage
+	// Migrated is true when a migration rewrote the arguments.
+	Migrated bool
+	// Directive is the directive in force; nil when there is none for the
+	// tool (nothing is known against it: proceed).
+	Directive *events.Directive
+	// Applies is false when the agent integrated against the version the
+	// directive migrates to (GuardOptions.Fingerprint): the directive is
+	// then not the agent's concern and the call proceeds.
+	Applies bool
+	// Staleness is the view's, at the time of the decision.
+	Staleness Staleness
+}
+
+// DefaultProbeInterval is how often a directive view checks that its watch
+// has delivered the bucket's last revision (Staleness.Age).
+const DefaultProbeInterval = 5 * time.Second
+
+// ViewOptions tune a DirectiveView.
+type ViewOptions struct {
+	// Agent restricts the view to one agent's keys (the filters of
+	// events.AgentDirectiveFilters); "" follows every key, as `toolsentry
+	// serve`'s HTTP endpoint does for all agents.
+	Agent string
+	// ProbeInterval: see DefaultProbeInterval; negative disables probing.
+	ProbeInterval time.Duration
+}
+
+// DirectiveView is a local copy of the directives in force, kept current
+// by a KV watch; Guard and Workflow read memory only. It is safe for
+// concurrent use.
+type DirectiveView struct {
+	kv   jetstream.KeyValue
+	nc   *nats.Conn
+	opts ViewOptions
+
+	mu       sync.RWMutex
+	entries  map[string]viewDirective
+	watchRev uint64
+	fresh    time.Time
+	ended    bool
+
+	ready  chan struct{}
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+type viewDirective struct {
+	d   events.Directive
+	rev uint64
+}
+
+// WatchDirectives opens a view of the directives bucket of names on js and
+// waits until it holds the bucket's current directives (or ctx ends:
+// ErrNotReady). The view follows the bucket until Close.
+func WatchDirectives(ctx context.Context, js jetstream.JetStream, names events.Names, opts ViewOptions) (*DirectiveView, error) {
+	if opts.ProbeInterval == 0 {
+		opts.ProbeInterval = DefaultProbeInterval
+	}
+	kv, err := js.KeyValue(ctx, names.DirectivesBucket())
+	if err != nil {
+		return nil, fmt.Errorf("opening bucket %s (has `toolsentry serve` run with this prefix?): %w", names.DirectivesBucket(), err)
+	}
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var w jetstream.KeyWatcher
+	if opts.Agent == "" {
+		w, err = kv.WatchAll(wctx)
+	} else {
+		var filters []string
+		if filters, err = events.AgentDirectiveFilters(opts.Agent); err == nil {
+			w, err = kv.WatchFiltered(wctx, filters)
+		}
+	}
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("watching bucket %s: %w", names.DirectivesBucket(), err)
+	}
+	v := &DirectiveView{
+		kv: kv, nc: js.Conn(), opts: opts,
+		entries: map[string]viewDirective{},
+		ready:   make(chan struct{}), cancel: cancel, done: make(chan struct{}),
+	}
+	go v.follow(wctx, w)
+	select {
+	case <-v.ready:
+		return v, nil
+	case <-v.done:
+		v.Close()
+		return nil, fmt.Errorf("%w: the watch of %s ended", ErrNotReady, names.DirectivesBucket())
+	case <-ctx.Done():
+		v.Close()
+		return nil, fmt.Errorf("%w: %w", ErrNotReady, ctx.Err())
+	}
+}
+
+func (v *DirectiveView) follow(ctx context.Context, w jetstream.KeyWatcher) {
+	defer close(v.done)
+	defer func() { _ = w.Stop() }()
+	var probe <-chan time.Time
+	if v.opts.ProbeInterval > 0 {
+		t := time.NewTicker(v.opts.ProbeInterval)
+		defer t.Stop()
+		probe = t.C
+	}
+	readyOnce := sync.OnceFunc(func() { close(v.ready) })
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-w.Updates():
+			if !ok {
+				v.mu.Lock()
+				v.ended = true
+				v.mu.Unlock()
+				return
+			}
+			v.mu.Lock()
+			v.fresh = time.Now()
+			if e != nil {
+				v.apply(e)
+			}
+			v.mu.Unlock()
+			if e == nil {
+				readyOnce()
+			}
+		case <-probe:
+			v.probe(ctx)
+		}
+	}
+}
+
+// apply records one watch update; v.mu is held.
+func (v *DirectiveView) apply(e jetstream.KeyValueEntry) {
+	v.watchRev = max(v.watchRev, e.Revision())
+	if e.Operation() != jetstream.KeyValuePut {
+		delete(v.entries, e.Key())
+		return
+	}
+	var d events.Directive
+	if err := json.Unmarshal(e.Value(), &d); err != nil || !d.Action.Valid() {
+		// Not a directive this client understands: fail safe for that key.
+		d = events.Directive{Action: guards.ActionHalt, Directive: "HALT: unreadable directive", Reason: fmt.Sprintf("directive %s at revision %d cannot be read by this client", e.Key(), e.Revision())}
+	}
+	v.entries[e.Key()] = viewDirective{d: d, rev: e.Revision()}
+}
+
+func (v *DirectiveView) probe(ctx context.Context) {
+	pctx, cancel := context.WithTimeout(ctx, max(v.opts.ProbeInterval, time.Second))
+	defer cancel()
+	st, err := v.kv.Status(pctx)
+	if err != nil {
+		return
+	}
+	si, ok := st.(interface{ StreamInfo() *jetstream.StreamInfo })
+	if !ok || si.StreamInfo() == nil {
+		return
+	}
+	last := si.StreamInfo().State.LastSeq
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.watchRev >= last {
+		v.fresh = time.Now()
+	}
+}
+
+// Staleness reports how current the view is.
+func (v *DirectiveView) Staleness() Staleness {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return Staleness{Age: time.Since(v.fresh), Live: !v.ended && v.nc != nil && v.nc.IsConnected()}
+}
+
+// Lookup returns the directive in force for agent's calls to tool: the
+// agent's own, else the tool-wide one.
+func (v *DirectiveView) Lookup(agent, tool string) (events.Directive, bool) {
+	keys := make([]string, 0, 2)
+	if agent != "" {
+		if k, err := events.SchemaDirectiveKey(tool, agent); err == nil {
+			keys = append(keys, k)
+		}
+	}
+	if k, err := events.SchemaDirectiveKey(tool, ""); err == nil {
+		keys = append(keys, k)
+	}
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	for _, k := range keys {
+		if e, ok := v.entries[k]; ok {
+			return e.d, true
+		}
+	}
+	return events.Directive{}, false
+}
+
+// GuardOptions qualify one Guard call.
+type GuardOptions struct {
+	// Fingerprint is the tool schema fingerprint the agent integrated
+	// against (optional). A directive that migrates to exactly that
+	// version does not apply: the agent already speaks it.
+	Fingerprint string
+}
+
+// Guard decides agent's call of tool with payload (a JSON value, the
+// call's arguments) by the directive in force: PROCEED returns the payload
+// as given, MIGRATE returns it rewritten by the directive's migration, and
+// HALT, or a payload the migration cannot carry over, returns a *HaltError.
+// No directive for the tool means proceed. It reads memory only; ctx is
+// for the caller's deadline and is not waited on.
+func (v *DirectiveView) Guard(ctx context.Context, agent, tool string, payload json.RawMessage, opts GuardOptions) (Decision, error) {
+	if err := ctx.Err(); err != nil {
+		return Decision{}, err
+	}
+	dec := Decision{Arguments: payload, Staleness: v.Staleness()}
+	d, ok := v.Lookup(agent, tool)
+	if !ok {
+		return dec, nil
+	}
+	dec.Directive = &d
+	dec.Applies = opts.Fingerprint == "" || d.ToFingerprint == "" || opts.Fingerprint != d.ToFingerprint
+	if !dec.Applies {
+		return dec, nil
+	}
+	switch d.Action {
+	case guards.ActionProceed:
+		return dec, nil
+	case guards.ActionMigrate:
+		out, migrated, err := migrate(d.Migration, payload)
+		var merr *guards.MigrationError
+		switch {
+		case errors.As(err, &merr):
+			return dec, &HaltError{Agent: agent, Tool: tool, Directive: d, Cause: merr}
+		case errors.Is(err, ErrBadPayload):
+			return Decision{}, err
+		case err != nil:
+			// A plan this client cannot run: fail safe.
+			return dec, &HaltError{Agent: agent, Tool: tool, Directive: d, Cause: err}
+		}
+		dec.Arguments, dec.Migrated = out, migrated
+		return dec, nil
+	default:
+		return dec, &HaltError{Agent: agent, Tool: tool, Directive: d}
+	}
+}
+
+// migrate applies plan to payload. A plan without steps or blockers leaves
+// the bytes as they are.
+func migrate(plan guards.MigrationPlan, payload json.RawMessage) (json.RawMessage, bool, error) {
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, false, fmt.Errorf("%w: %v", ErrBadPayload, err)
+	}
+	if dec.More() {
+		return nil, false, fmt.Errorf("%w: more than one JSON value", ErrBadPayload)
+	}
+	if len(plan.Steps) == 0 && len(plan.Blocked) == 0 {
+		return payload, false, nil
+	}
+	out, err := plan.Apply(v)
+	if err != nil {
+		return nil, false, err
+	}
+	data, err := marshalNoEscape(out)
+	if err != nil {
+		return nil, false, err
+	}
+	before, err := marshalNoEscape(v)
+	if err != nil {
+		return nil, false, err
+	}
+	if bytes.Equal(data, before) {
+		return payload, false, nil // nothing to migrate in this payload
+	}
+	return data, true, nil
+}
+
+func marshalNoEscape(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(b.Bytes(), "\n"), nil
+}
+
+// Workflow returns the directive in force for a composition: its verdict
+// and directive text. A HALT comes as the directive and a *HaltError; a
+// composition without a verdict yet is ErrNoDirective.
+func (v *DirectiveView) Workflow(ctx context.Context, agent, composition string) (events.Directive, error) {
+	if err := ctx.Err(); err != nil {
+		return events.Directive{}, err
+	}
+	key, err := events.CompositionDirectiveKey(composition)
+	if err != nil {
+		return events.Directive{}, err
+	}
+	v.mu.RLock()
+	e, ok := v.entries[key]
+	v.mu.RUnlock()
+	if !ok {
+		return events.Directive{}, fmt.Errorf("composition %s: %w", composition, ErrNoDirective)
+	}
+	if e.d.Action != guards.ActionProceed {
+		return e.d, &HaltError{Agent: agent, Composition: composition, Directive: e.d}
+	}
+	return e.d, nil
+}
+
+// Close stops following the bucket. It is idempotent.
+func (v *DirectiveView) Close() {
+	v.cancel()
+	<-v.done
+}
