@@ -126,6 +126,9 @@ func runMCPProxy(ctx context.Context, args []string, sio stdio) error {
 		Source:         *source,
 		RelistAfter:    *relistAfter,
 	}
+	if err := cfg.Validate(); err != nil {
+		return usageErrorf("mcp-proxy: %v", err)
+	}
 	// NATS: connect without waiting for it; the session never depends on it.
 	nc, _, err := conn.connect(ctx, "toolsentry mcp-proxy",
 		nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1), nats.ReconnectWait(time.Second))
@@ -138,9 +141,6 @@ func runMCPProxy(ctx context.Context, args []string, sio stdio) error {
 			return err
 		}
 		cfg.Sink = sink
-	}
-	if err := cfg.Validate(); err != nil {
-		return usageErrorf("mcp-proxy: %v", err)
 	}
 	proxy, err := mcpproxy.New(cfg)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 
@@ -97,19 +98,22 @@ func (c *Config) Validate() error {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	for what, key := range map[string]string{"agent": c.Agent, "server": c.Server} {
-		if key == "" {
-			continue
-		}
-		kind := events.KindInvocation
-		if what == "server" {
-			kind = events.KindSchemaObserved
-		}
-		if _, err := c.Names.Telemetry(kind, key); err != nil {
-			return fmt.Errorf("%w: %s %q: %v", ErrInvalidConfig, what, key, err)
+	if c.Agent != "" && !validAgent(c.Agent) {
+		return fmt.Errorf("%w: agent %q: want 1 to %d characters of UTF-8", ErrInvalidConfig, c.Agent, maxAgentLen)
+	}
+	if c.Server != "" {
+		if _, err := c.Names.Telemetry(events.KindSchemaObserved, c.Server); err != nil {
+			return fmt.Errorf("%w: server %q: %v", ErrInvalidConfig, c.Server, err)
 		}
 	}
 	return nil
+}
+
+// maxAgentLen is the longest agent id an invocation may carry.
+const maxAgentLen = 128
+
+func validAgent(s string) bool {
+	return s != "" && utf8.ValidString(s) && utf8.RuneCountInString(s) <= maxAgentLen
 }
 
 // Call is an outgoing tools/call, as a CallHook sees it.
@@ -583,7 +587,7 @@ func (p *Proxy) noteClientMeta(method string, params json.RawMessage) {
 	if name == "" {
 		return
 	}
-	if _, err := p.cfg.Names.Telemetry(events.KindInvocation, name); err != nil {
+	if !validAgent(name) {
 		return // not usable as an id: keep the default
 	}
 	p.mu.Lock()
