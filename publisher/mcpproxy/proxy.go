@@ -171,6 +171,7 @@ type Stats struct {
 	Observations   int64 // schema observations handed to the sink
 	Invocations    int64 // invocation events handed to the sink
 	TelemetryFails int64 // events that could not be built (logged)
+	TelemetryDrops int64 // invocations dropped: built slower than calls came
 	Rewritten      int64 // calls whose arguments a hook rewrote
 	Halted         int64 // calls a hook refused
 	HookErrors     int64 // hook failures (the call went through unchanged)
@@ -180,6 +181,7 @@ type Stats struct {
 type stats struct {
 	clientMessages, serverMessages, notJSON   atomic.Int64
 	observations, invocations, telemetryFails atomic.Int64
+	telemetryDrops                            atomic.Int64
 	rewritten, halted, hookErrors, relists    atomic.Int64
 }
 
@@ -234,7 +236,24 @@ type Proxy struct {
 	clientMu     sync.Mutex
 	clientOut    io.Writer
 	clientBroken bool
+
+	// Invocations are built (encoded and checked against their schema) on
+	// a goroutine of their own, off the forwarding path.
+	invocationQ    chan invocationJob
+	invocationDone chan struct{}
 }
+
+// invocationJob is an answered (or abandoned) call whose event is to be
+// built.
+type invocationJob struct {
+	agent   string
+	r       *pendingReq
+	outcome *events.Outcome
+	end     time.Time
+}
+
+// invocationQueue bounds the calls waiting for their event to be built.
+const invocationQueue = 4096
 
 // New returns a proxy for one session.
 func New(cfg Config) (*Proxy, error) {
@@ -261,6 +280,7 @@ func (p *Proxy) Stats() Stats {
 		Observations:   s.observations.Load(),
 		Invocations:    s.invocations.Load(),
 		TelemetryFails: s.telemetryFails.Load(),
+		TelemetryDrops: s.telemetryDrops.Load(),
 		Rewritten:      s.rewritten.Load(),
 		Halted:         s.halted.Load(),
 		HookErrors:     s.hookErrors.Load(),
@@ -317,6 +337,8 @@ func (p *Proxy) Serve(ctx context.Context, clientIn io.Reader, clientOut io.Writ
 		return ErrServedTwice
 	}
 	p.serverIn, p.clientOut = serverIn, clientOut
+	p.invocationQ, p.invocationDone = make(chan invocationJob, invocationQueue), make(chan struct{})
+	go p.buildInvocations(ctx)
 	stop := context.AfterFunc(ctx, p.closeServerIn)
 	defer stop()
 	go p.pumpClient(ctx, clientIn)
@@ -436,6 +458,15 @@ func (p *Proxy) finish(ctx context.Context) {
 	sortBySeq(calls)
 	for _, r := range calls {
 		p.emitInvocation(ctx, agent, r, nil)
+	}
+	close(p.invocationQ)
+	<-p.invocationDone
+}
+
+func (p *Proxy) buildInvocations(ctx context.Context) {
+	defer close(p.invocationDone)
+	for job := range p.invocationQ {
+		p.buildInvocation(ctx, job)
 	}
 }
 
@@ -1021,12 +1052,24 @@ func (p *Proxy) callAnswered(ctx context.Context, r *pendingReq, m wireMsg) {
 	p.emitInvocation(ctx, agent, r, &out)
 }
 
-// emitInvocation sends the invocation of a call; outcome nil when the call
-// got no answer from the tool (cancelled, halted, the session ended).
+// emitInvocation queues the invocation of a call; outcome nil when the
+// call got no answer from the tool (cancelled, halted, the session ended).
+// It never waits: a full queue drops the event.
 func (p *Proxy) emitInvocation(ctx context.Context, agent string, r *pendingReq, outcome *events.Outcome) {
 	if r.tool == "" {
 		return
 	}
+	select {
+	case p.invocationQ <- invocationJob{agent: agent, r: r, outcome: outcome, end: p.cfg.Now()}:
+	default:
+		if p.stats.telemetryDrops.Add(1) == 1 {
+			zerolog.Ctx(ctx).Warn().Msg("mcp-proxy: invocations arrive faster than they are encoded; dropping some")
+		}
+	}
+}
+
+func (p *Proxy) buildInvocation(ctx context.Context, job invocationJob) {
+	r, agent, outcome := job.r, job.agent, job.outcome
 	inv := events.Invocation{
 		AgentID:           agent,
 		ToolID:            r.tool,
@@ -1035,7 +1078,7 @@ func (p *Proxy) emitInvocation(ctx context.Context, agent string, r *pendingReq,
 		Outcome:           outcome,
 	}
 	if outcome != nil {
-		ms := float64(p.cfg.Now().Sub(r.start).Microseconds()) / 1000
+		ms := float64(job.end.Sub(r.start).Microseconds()) / 1000
 		inv.LatencyMS = &ms
 	}
 	meta := events.Meta{ID: events.NewID(), Source: p.cfg.Source, Time: r.start}
