@@ -239,8 +239,10 @@ type Proxy struct {
 
 	// Invocations are built (encoded and checked against their schema) on
 	// a goroutine of their own, off the forwarding path.
-	invocationQ    chan invocationJob
-	invocationDone chan struct{}
+	invocationMu     sync.RWMutex // guards invocationQ's closing against sends
+	invocationClosed bool
+	invocationQ      chan invocationJob
+	invocationDone   chan struct{}
 }
 
 // invocationJob is an answered (or abandoned) call whose event is to be
@@ -459,7 +461,10 @@ func (p *Proxy) finish(ctx context.Context) {
 	for _, r := range calls {
 		p.emitInvocation(ctx, agent, r, nil)
 	}
+	p.invocationMu.Lock()
+	p.invocationClosed = true
 	close(p.invocationQ)
+	p.invocationMu.Unlock()
 	<-p.invocationDone
 }
 
@@ -1057,6 +1062,14 @@ func (p *Proxy) callAnswered(ctx context.Context, r *pendingReq, m wireMsg) {
 // It never waits: a full queue drops the event.
 func (p *Proxy) emitInvocation(ctx context.Context, agent string, r *pendingReq, outcome *events.Outcome) {
 	if r.tool == "" {
+		return
+	}
+	p.invocationMu.RLock()
+	defer p.invocationMu.RUnlock()
+	if p.invocationClosed {
+		// The session is over (the server's output ended) and a client
+		// message came late: nothing answers it any more.
+		p.stats.telemetryDrops.Add(1)
 		return
 	}
 	select {

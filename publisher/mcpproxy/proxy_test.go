@@ -611,3 +611,41 @@ func TestJetStreamSink(t *testing.T) {
 		}
 	})
 }
+
+// The server's output ends (it died) while the client goes on: Serve
+// returns, and a late call is neither forwarded nor able to crash the
+// proxy; its invocation counts as dropped.
+func TestClientAfterServerEnds(t *testing.T) {
+	ctx := testContext(t)
+	names, _ := events.NewNames("")
+	halt := func(context.Context, mcpproxy.Call) (json.RawMessage, *mcpproxy.HaltError, error) {
+		return nil, &mcpproxy.HaltError{Message: "halted"}, nil
+	}
+	p, err := mcpproxy.New(mcpproxy.Config{Names: names, Sink: &memSink{}, Hook: halt, RelistAfter: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientR, clientW := io.Pipe()
+	defer clientW.Close()
+	replies := &recorder{}
+	serverOutR, serverOutW := io.Pipe()
+	_ = serverOutW.Close() // the server is gone
+	_, serverInW := io.Pipe()
+	if err := p.Serve(ctx, clientR, teeWriteCloser{nopWriteCloser{io.Discard}, replies}, serverOutR, serverInW); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := clientW.Write([]byte(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"lookup_user","arguments":{}}}` + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the late call counted as dropped", func() bool { return p.Stats().TelemetryDrops == 1 })
+	if !bytes.Contains(replies.bytes(), []byte(`"id":9`)) {
+		t.Errorf("the client got no answer to its late call: %q", replies.bytes())
+	}
+	if err := p.Serve(ctx, clientR, io.Discard, serverOutR, serverInW); !errors.Is(err, mcpproxy.ErrServedTwice) {
+		t.Errorf("second Serve: %v, want ErrServedTwice", err)
+	}
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
