@@ -25,11 +25,14 @@
 //   - every tools/call becomes an invocation event when its response
 //     arrives: the tool, the agent, the paths and JSON types of the
 //     arguments (never their values), the latency, the outcome (error for a
-//     JSON-RPC error or "isError": true, else ok) and the fingerprint of the
-//     tool's schema as the client last saw it listed.
+//     JSON-RPC error or "isError": true, else ok), the fingerprint of the
+//     tool's schema as the client last saw it listed, and the trace and
+//     parent span ids of a W3C traceparent in the request's _meta (so that
+//     the call joins the agent's OpenTelemetry trace).
 //
 // Batches (JSON arrays of messages, protocol 2025-03-26) are read element by
-// element and forwarded as they came.
+// element, whatever the protocol version (the server decides whether to
+// accept them), and forwarded as they came.
 //
 // Telemetry never blocks or breaks the forwarding: events go to a Sink whose
 // Send does not wait (JetStreamSink queues them, publishes asynchronously and

@@ -203,6 +203,8 @@ type pendingReq struct {
 	tool        string
 	args        events.FieldTypes
 	fingerprint string
+	traceID     string // from the call's _meta.traceparent: the agent's
+	parentSpan  string // span around the call, for joining with OTel spans
 	start       time.Time
 	params      json.RawMessage // kindOwnList: the params, to ask for the next page
 }
@@ -707,11 +709,15 @@ func (p *Proxy) clientCall(ctx context.Context, raw json.RawMessage, m wireMsg) 
 	var ps struct {
 		Name      string          `json:"name"`
 		Arguments json.RawMessage `json:"arguments"`
+		Meta      struct {
+			Traceparent string `json:"traceparent"`
+		} `json:"_meta"`
 	}
 	if len(m.Params) > 0 {
 		_ = json.Unmarshal(m.Params, &ps)
 	}
 	r := &pendingReq{kind: kindCall, tool: ps.Name, start: p.cfg.Now()}
+	r.traceID, r.parentSpan = parseTraceparent(ps.Meta.Traceparent)
 	if len(ps.Arguments) > 0 && string(ps.Arguments) != "null" {
 		types, err := events.FieldTypesOf(ps.Arguments)
 		if err != nil {
@@ -756,37 +762,71 @@ func (p *Proxy) clientCall(ctx context.Context, raw json.RawMessage, m wireMsg) 
 	return raw, nil, false
 }
 
-// withArguments re-encodes a tools/call request with params.arguments
-// replaced.
+// withArguments returns a tools/call request with params.arguments
+// replaced by args (compacted to one line): the rest of the message keeps
+// its bytes, key order and spacing included.
 func withArguments(raw, args json.RawMessage) (json.RawMessage, error) {
-	var obj map[string]any
+	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(args, &obj); err != nil || obj == nil {
 		return nil, errors.New("new arguments are not a JSON object")
 	}
-	var msg map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &msg); err != nil {
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, args); err != nil {
 		return nil, err
 	}
-	var params map[string]json.RawMessage
-	if err := json.Unmarshal(msg["params"], &params); err != nil {
-		return nil, err
+	if !json.Valid(raw) {
+		return nil, errors.New("the request is not JSON")
 	}
-	params["arguments"] = args
-	var err error
-	if msg["params"], err = marshalNoEscape(params); err != nil {
-		return nil, err
+	ps, pe, err := memberSpan(raw, "params")
+	if err != nil {
+		return nil, fmt.Errorf("params: %w", err)
 	}
-	return marshalNoEscape(msg)
+	params := raw[ps:pe]
+	var newParams []byte
+	as, ae, err := memberSpan(params, "arguments")
+	switch {
+	case errors.Is(err, errNoMember):
+		open := bytes.IndexByte(params, '{')
+		newParams = append(newParams, params[:open+1]...)
+		newParams = append(append(newParams, `"arguments":`...), compact.Bytes()...)
+		if rest := bytes.TrimSpace(params[open+1:]); len(rest) > 0 && rest[0] != '}' {
+			newParams = append(newParams, ',')
+		}
+		newParams = append(newParams, params[open+1:]...)
+	case err != nil:
+		return nil, fmt.Errorf("params.arguments: %w", err)
+	default:
+		newParams = append(append(append(newParams, params[:as]...), compact.Bytes()...), params[ae:]...)
+	}
+	out := make([]byte, 0, len(raw)-len(params)+len(newParams))
+	return append(append(append(out, raw[:ps]...), newParams...), raw[pe:]...), nil
 }
 
-func marshalNoEscape(v any) (json.RawMessage, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
+// errNoMember is memberSpan's answer for an object without the key.
+var errNoMember = errors.New("no such member")
+
+// memberSpan returns where the value of key starts and ends in the JSON
+// object obj.
+func memberSpan(obj []byte, key string) (start, end int, err error) {
+	dec := json.NewDecoder(bytes.NewReader(obj))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return 0, 0, errors.New("not a JSON object")
 	}
-	return bytes.TrimSuffix(b.Bytes(), []byte{'\n'}), nil
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return 0, 0, err
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return 0, 0, err
+		}
+		if k, _ := tok.(string); k == key {
+			end := int(dec.InputOffset())
+			return end - len(v), end, nil
+		}
+	}
+	return 0, 0, errNoMember
 }
 
 // haltResponse is the JSON-RPC error response to request id.
@@ -1089,6 +1129,8 @@ func (p *Proxy) buildInvocation(ctx context.Context, job invocationJob) {
 		SchemaFingerprint: r.fingerprint,
 		ArgumentTypes:     r.args,
 		Outcome:           outcome,
+		TraceID:           r.traceID,
+		ParentSpanID:      r.parentSpan,
 	}
 	if outcome != nil {
 		ms := float64(job.end.Sub(r.start).Microseconds()) / 1000
@@ -1103,4 +1145,38 @@ func (p *Proxy) buildInvocation(ctx context.Context, job invocationJob) {
 	}
 	p.send(msg)
 	p.stats.invocations.Add(1)
+}
+
+// parseTraceparent reads a W3C traceparent ("00-<trace id>-<span id>-<flags>",
+// as OpenTelemetry's MCP instrumentation puts in a request's _meta) and
+// returns its trace and span ids, or "" for anything else.
+func parseTraceparent(tp string) (traceID, spanID string) {
+	if len(tp) < 55 || tp[2] != '-' || tp[35] != '-' || tp[52] != '-' || (len(tp) > 55 && tp[55] != '-') || tp[:2] == "ff" {
+		return "", ""
+	}
+	traceID, spanID = tp[3:35], tp[36:52]
+	if !lowerHex(tp[:2]) || !lowerHex(traceID) || !lowerHex(spanID) || !lowerHex(tp[53:55]) ||
+		traceID == "00000000000000000000000000000000" || spanID == "0000000000000000" {
+		return "", ""
+	}
+	return traceID, spanID
+}
+
+func lowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func marshalNoEscape(v any) (json.RawMessage, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte{'\n'}), nil
 }

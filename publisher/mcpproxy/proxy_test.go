@@ -401,7 +401,7 @@ func TestRawFramingBatchesAndLargeMessages(t *testing.T) {
 		`{ "method" : "tools/list", "id" : "a\u0062", "jsonrpc":"2.0" }` + "\r\n",
 		"not json at all\n",
 		"\n",
-		`[{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"crm.lookup","arguments":{"user_id":"u-secret","opts":{"limit":5}}}},{"jsonrpc":"2.0","method":"notifications/progress","params":{}},{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"fail","arguments":{}}}]` + "\n",
+		`[{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"crm.lookup","arguments":{"user_id":"u-secret","opts":{"limit":5}},"_meta":{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}},{"jsonrpc":"2.0","method":"notifications/progress","params":{}},{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"fail","arguments":{},"_meta":{"traceparent":"00-00000000000000000000000000000000-00f067aa0ba902b7-01"}}}]` + "\n",
 		`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"big","arguments":{"pad":"` + big + `","size":2000000}}}` + "\n",
 		`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"rpcfail"}}` + "\n",
 	}
@@ -451,6 +451,12 @@ func TestRawFramingBatchesAndLargeMessages(t *testing.T) {
 	}
 	if lookup.SchemaFingerprint == "" {
 		t.Error("no fingerprint on a call to a listed tool")
+	}
+	if lookup.TraceID != "4bf92f3577b34da6a3ce929d0e0e4736" || lookup.ParentSpanID != "00f067aa0ba902b7" {
+		t.Errorf("trace %q parent span %q: want those of the call's traceparent", lookup.TraceID, lookup.ParentSpanID)
+	}
+	if fail, _ := invocationOf(evs, "fail", 0); fail.TraceID != "" || fail.ParentSpanID != "" {
+		t.Errorf("an invalid traceparent (zero trace id) gave trace %q span %q", fail.TraceID, fail.ParentSpanID)
 	}
 	if raw := s.sink.raw(); bytes.Contains(raw, []byte("u-secret")) || bytes.Contains(raw, []byte("ppppp")) {
 		t.Error("argument values reached the telemetry")
@@ -649,3 +655,39 @@ func TestClientAfterServerEnds(t *testing.T) {
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
+
+// A hook in a batch: the halted call's error goes back to the client at
+// once, the rewritten call goes on re-encoded with the rest of the batch.
+func TestHookInBatch(t *testing.T) {
+	ctx := testContext(t)
+	hook := func(_ context.Context, c mcpproxy.Call) (json.RawMessage, *mcpproxy.HaltError, error) {
+		switch c.Tool {
+		case "halt_me":
+			return nil, &mcpproxy.HaltError{Code: -32001, Message: "stop"}, nil
+		case "rewrite_me":
+			return json.RawMessage(`{"b":2}`), nil, nil
+		}
+		return nil, nil, nil
+	}
+	s := startSession(t, ctx, mcpproxy.Config{RelistAfter: -1, Hook: hook}, "script", 0)
+	client := teeWriteCloser{s.clientIn, s.clientSent}
+	go func() { _, _ = io.Copy(io.Discard, teeReader{s.clientOut, &recorder{}}) }()
+	batch := `[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"halt_me","arguments":{"a":1}}},` +
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"rewrite_me","arguments":{"a":1}}},` +
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"as_is","arguments":{"a":1}}}]` + "\n"
+	if _, err := client.Write([]byte(batch)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "three invocations", func() bool { return len(invocations(s.sink.events(t))) == 3 })
+	wantServer := `[{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"rewrite_me","arguments":{"b":2}}},` +
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"as_is","arguments":{"a":1}}}]` + "\n"
+	if got := string(s.serverGot.bytes()); got != wantServer {
+		t.Errorf("the server got\n%s\nwant\n%s", got, wantServer)
+	}
+	if got, want := string(s.clientGot.bytes()), `[{"jsonrpc":"2.0","id":1,"error":{"code":-32001,"message":"stop"}}]`+"\n"; !strings.HasPrefix(got, want) {
+		t.Errorf("the client got\n%s\nwant first\n%s", got, want)
+	}
+	eventually(t, "the server's answer to the rest", func() bool {
+		return bytes.Contains(s.clientGot.bytes(), []byte(`"id":2`)) && bytes.Contains(s.clientGot.bytes(), []byte(`"id":3`))
+	})
+}
