@@ -153,6 +153,32 @@ func TestMCPProxyDriftVerdictEndToEnd(t *testing.T) {
 		t.Errorf("the migration does not rename user_id to userId: %s", verdict.Migration)
 	}
 
+	// The fingerprints the proxy computes are the processor's: the verdict's
+	// current fingerprint is that of the last observed lookup_user.
+	var observed []events.MCPTool
+	var called *events.Invocation
+	for _, m := range streamMessages(t, ctx, js, names, names.TelemetryStream()) {
+		if inv := m.event.Invocation; inv != nil && inv.ToolID == "lookup_user" {
+			called = inv
+		}
+		if obs := m.event.SchemaObserved; obs != nil {
+			for _, tool := range obs.Tools {
+				if tool.Name == "lookup_user" {
+					observed = append(observed, tool)
+				}
+			}
+		}
+	}
+	if len(observed) != 2 {
+		t.Fatalf("%d observations of lookup_user, want 2 (before and after the rename)", len(observed))
+	}
+	if fp, _ := events.ToolFingerprint(observed[0]); called == nil || called.SchemaFingerprint != fp || called.AgentID != "billing-bot" {
+		t.Errorf("the call of lookup_user %+v: want agent billing-bot and the fingerprint the client saw, %s", called, fp)
+	}
+	if fp, err := events.ToolFingerprint(observed[1]); err != nil || fp != verdict.CurrentFingerprint {
+		t.Errorf("the proxy's fingerprint of the renamed tool %s (%v), the verdict's %s", fp, err, verdict.CurrentFingerprint)
+	}
+
 	// isError counted as a failure of always_fails.
 	kv, err := js.KeyValue(ctx, names.QualityBucket())
 	if err != nil {
