@@ -47,6 +47,17 @@ func TestMain(m *testing.M) {
 	case "exit3":
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		os.Exit(3)
+	case "orphan": // leaves a process holding its standard output, and exits
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), roleEnv+"=sleeper")
+		cmd.Stdout = os.Stdout
+		if err := cmd.Start(); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(5)
+	case "sleeper":
+		time.Sleep(time.Minute)
+		os.Exit(0)
 	}
 	fmt.Fprintln(os.Stderr, "unknown role", os.Getenv(roleEnv))
 	os.Exit(2)
