@@ -181,10 +181,10 @@ func mcpProxySummary(ctx context.Context, sio stdio, proxy *mcpproxy.Proxy, sink
 	defer cancel()
 	_ = sink.Close(cctx)
 	ss := sink.Stats()
-	lost := ps.Observations + ps.Invocations - ss.Stored - ss.Duplicates
+	lost := ps.Observations + ps.Invocations + ps.TelemetryDrops - ss.Stored - ss.Duplicates
 	if lost > 0 || ps.TelemetryFails > 0 {
 		fmt.Fprintf(sio.err, "toolsentry mcp-proxy: telemetry: %d events published, %d not (dropped %d, not acknowledged %d), %d could not be built\n",
-			ss.Stored+ss.Duplicates, lost, ss.Dropped, ss.Failed, ps.TelemetryFails)
+			ss.Stored+ss.Duplicates, lost, ss.Dropped+ps.TelemetryDrops, ss.Failed, ps.TelemetryFails)
 		return
 	}
 	log.Info().Int64("observations", ps.Observations).Int64("invocations", ps.Invocations).Int64("relists", ps.Relists).Msg("mcp-proxy: session over, telemetry published")

@@ -47,5 +47,5 @@
 // the place where migrations are applied and drifted calls halted.
 //
 // RunCommand starts the server process, forwards signals to it, and returns
-// its exit status once its output has ended.
+// its exit status once it has exited.
 package mcpproxy

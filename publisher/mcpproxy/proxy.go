@@ -49,14 +49,15 @@ const (
 const CodeHalted = -32090
 
 // maxPending bounds the requests awaiting a response that the proxy
-// remembers; beyond it the oldest are forgotten (their invocation is sent
-// without an outcome), so that a server that never answers cannot make the
-// proxy grow without end.
+// remembers; beyond it the oldest are forgotten (a forgotten call sends no
+// invocation), so that a server that never answers cannot make the proxy
+// grow without end.
 const maxPending = 10000
 
 // Config is what a Proxy needs. Zero fields take defaults.
 type Config struct {
-	// Names gives the subjects of the events (default prefix "toolsentry").
+	// Names gives the subjects of the events (the zero value: prefix
+	// "toolsentry").
 	Names events.Names
 	// Agent is the agent id of the invocations. Default: the client's
 	// clientInfo.name from initialize (or from a request's _meta with
@@ -86,9 +87,6 @@ type Config struct {
 
 // Validate checks c and fills its defaults.
 func (c *Config) Validate() error {
-	if c.Names.Prefix() == "" {
-		return fmt.Errorf("%w: no names", ErrInvalidConfig)
-	}
 	if c.Source == "" {
 		c.Source = DefaultSource
 	}
