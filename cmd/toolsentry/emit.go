@@ -63,6 +63,11 @@ every event was published, 1 when an event was invalid (even with
 Flags (they may come before or after the files):
   --server NAME   the MCP server a tools/list result came from: the key of its
                   schema observation (default: none; required for tools/list)
+  --mcp-tools FILE  a file ("-": standard input) of MCP tools/list results
+                  only, bare or in their JSON-RPC responses, one per page:
+                  each becomes a schema observation of --server, whose
+                  every tool toolsentry judges against its own baseline;
+                  anything else in it is an error (default: none)
   --source URI    CloudEvents source of generated events (default toolsentry-emit)
   --keep-going    publish the valid events and report the invalid ones
                   (default: false: publish nothing if any is invalid)
@@ -83,6 +88,7 @@ Flags (they may come before or after the files):
 Examples:
   toolsentry emit invocations.jsonl
   curl -s ... | toolsentry emit --server crm-mcp      # a tools/list response
+  toolsentry emit --mcp-tools tools-list.json --server crm-mcp
   toolsentry emit --nats-url nats://nats.internal:4222 --keep-going events/*.json
   toolsentry emit --otlp /var/log/otelcol/traces.jsonl   # the collector's file exporter
 `
@@ -113,11 +119,14 @@ type emitReader struct {
 
 	events   []emitEvent
 	problems []emitProblem
+
+	toolsOnly bool // reading an --mcp-tools file: tools/list results only
 }
 
 func runEmit(ctx context.Context, args []string, sio stdio) error {
 	fs := flag.NewFlagSet("emit", flag.ContinueOnError)
 	server := fs.String("server", "", "")
+	mcpTools := fs.String("mcp-tools", "", "")
 	source := fs.String("source", emitDefaultSource, "")
 	keepGoing := fs.Bool("keep-going", false, "")
 	dryRun := fs.Bool("dry-run", false, "")
@@ -139,11 +148,14 @@ func runEmit(ctx context.Context, args []string, sio stdio) error {
 			return usageErrorf("--server %q: %v", *server, err)
 		}
 	}
-	if len(files) == 0 && *otlpFile == "" {
+	if *mcpTools != "" && *server == "" {
+		return usageErrorf("--mcp-tools needs --server NAME (the MCP server the tools/list result came from)")
+	}
+	if len(files) == 0 && *otlpFile == "" && *mcpTools == "" {
 		files = []string{"-"}
 	}
 	stdin := 0
-	for _, f := range append(files, *otlpFile) {
+	for _, f := range append(files, *otlpFile, *mcpTools) {
 		if f == "-" {
 			stdin++
 		}
@@ -153,6 +165,11 @@ func runEmit(ctx context.Context, args []string, sio stdio) error {
 	}
 
 	r := &emitReader{names: names, server: *server, source: *source, now: time.Now}
+	if *mcpTools != "" {
+		if err := r.readMCPTools(*mcpTools, sio.in); err != nil {
+			return err
+		}
+	}
 	for _, f := range files {
 		name, data, err := readInput(f, sio.in)
 		if err != nil {
@@ -398,6 +415,9 @@ func (r *emitReader) event(raw json.RawMessage) (events.Message, error) {
 		return events.Message{}, fmt.Errorf("a JSON %s, not a CloudEvent or an MCP tools/list result", jsonKindOf(raw))
 	}
 	if _, ok := top["specversion"]; ok {
+		if r.toolsOnly {
+			return events.Message{}, errMCPToolsCloudEvent
+		}
 		return r.cloudEvent(raw)
 	}
 	if _, ok := top["tools"]; ok {

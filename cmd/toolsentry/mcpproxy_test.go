@@ -1,0 +1,252 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolsentry/toolsentry/consumer/natstest"
+	"github.com/toolsentry/toolsentry/events"
+	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/publisher/mcpproxy/mcptest"
+)
+
+// mcpHelperEnv makes the test binary, run as
+// `BIN -test.run=^TestMCPProxyHelperProcess$ ROLE ARGS...`, play a part of
+// an MCP session instead of testing: "proxy" runs `toolsentry mcp-proxy
+// ARGS...` exactly as the binary's main does; "server" runs the go-sdk MCP
+// server of package mcptest on its standard streams.
+const mcpHelperEnv = "TOOLSENTRY_TEST_MCP_HELPER"
+
+func TestMCPProxyHelperProcess(t *testing.T) {
+	if os.Getenv(mcpHelperEnv) != "1" {
+		t.Skip("runs only as a helper process of the mcp-proxy tests")
+	}
+	args := flag.Args()
+	switch args[0] {
+	case "proxy":
+		err := run(context.Background(), append([]string{"mcp-proxy"}, args[1:]...), stdio{in: os.Stdin, out: os.Stdout, err: os.Stderr})
+		os.Exit(exitCode(err, os.Stderr))
+	case "server":
+		if err := mcptest.Serve(context.Background(), mcptest.Options{}); err != nil {
+			os.Stderr.WriteString("mcp test server: " + err.Error() + "\n")
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(2)
+}
+
+// helperCommand is the test binary as a helper in role.
+func helperCommand(role string, args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^TestMCPProxyHelperProcess$", role}, args...)...)
+	cmd.Env = append(os.Environ(), mcpHelperEnv+"=1")
+	return cmd
+}
+
+// connectThroughProxy starts `toolsentry mcp-proxy FLAGS -- <the go-sdk
+// test server>` as an MCP client configuration would, and connects a go-sdk
+// client to it over stdio.
+func connectThroughProxy(t *testing.T, ctx context.Context, copts *mcp.ClientOptions, flags ...string) (*mcp.ClientSession, *lockedBuffer) {
+	t.Helper()
+	args := append(append([]string{}, flags...), "--", os.Args[0], "-test.run=^TestMCPProxyHelperProcess$", "server")
+	cmd := helperCommand("proxy", args...)
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	client := mcp.NewClient(&mcp.Implementation{Name: "billing-bot", Version: "1.0"}, copts)
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connecting through mcp-proxy: %v\n%s", err, stderr)
+	}
+	return cs, stderr
+}
+
+// The issue's scenario end to end: a go-sdk client talks to a go-sdk server
+// through `toolsentry mcp-proxy`; the agent calls lookup_user with user_id,
+// the server renames it to userId and says its tools changed, the client
+// lists them again, and `toolsentry serve` tells the agent:
+// DRIFT_ON_USED_FIELDS with the migration user_id → userId. The isError
+// call counts as a failure in the tool's measured quality.
+func TestMCPProxyDriftVerdictEndToEnd(t *testing.T) {
+	s := startServe(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	nc, err := nats.Connect(s.natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	names, _ := events.NewNames("")
+
+	relisted := make(chan error, 4)
+	var cs *mcp.ClientSession
+	copts := &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+		go func() {
+			_, err := cs.ListTools(ctx, nil)
+			relisted <- err
+		}()
+	}}
+	cs, stderr := connectThroughProxy(t, ctx, copts, "--nats-url", s.natsURL)
+	if _, err := cs.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "lookup_user", Arguments: map[string]any{"user_id": "u-4711"}})
+	if err != nil || res.IsError {
+		t.Fatalf("lookup_user: %v %+v", err, res)
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "always_fails", Arguments: map[string]any{"reason": "r"}})
+	if err != nil || !res.IsError {
+		t.Fatalf("always_fails: %v %+v", err, res)
+	}
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "upgrade_schema", Arguments: map[string]any{}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-relisted:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the client was not told that the tools changed")
+	}
+	if err := cs.Close(); err != nil {
+		t.Fatalf("the proxy did not exit cleanly: %v\n%s", err, stderr)
+	}
+
+	// The verdict, through the real consumer.
+	filter, err := names.VerdictFilter(events.KindSchemaVerdict, string(guards.DriftOnUsedFields), "lookup_user")
+	if err != nil {
+		t.Fatal(err)
+	}
+	verdicts, err := js.Stream(ctx, names.VerdictsStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var verdict *events.SchemaVerdict
+	natstest.Eventually(t, 30*time.Second, "a DRIFT_ON_USED_FIELDS verdict for lookup_user", func() bool {
+		m, err := verdicts.GetLastMsgForSubject(ctx, filter)
+		if err != nil {
+			return false
+		}
+		ev, err := names.Decode(m.Subject, m.Header, m.Data)
+		if err != nil {
+			t.Fatalf("verdict does not decode: %v", err)
+		}
+		verdict = ev.SchemaVerdict
+		return true
+	})
+	if verdict.AgentID != "billing-bot" {
+		t.Errorf("verdict for agent %q, want billing-bot", verdict.AgentID)
+	}
+	if !strings.Contains(string(verdict.Migration), "user_id") || !strings.Contains(string(verdict.Migration), "userId") {
+		t.Errorf("the migration does not rename user_id to userId: %s", verdict.Migration)
+	}
+
+	// The fingerprints the proxy computes are the processor's: the verdict's
+	// current fingerprint is that of the last observed lookup_user.
+	var observed []events.MCPTool
+	var called *events.Invocation
+	for _, m := range streamMessages(t, ctx, js, names, names.TelemetryStream()) {
+		if inv := m.event.Invocation; inv != nil && inv.ToolID == "lookup_user" {
+			called = inv
+		}
+		if obs := m.event.SchemaObserved; obs != nil {
+			for _, tool := range obs.Tools {
+				if tool.Name == "lookup_user" {
+					observed = append(observed, tool)
+				}
+			}
+		}
+	}
+	if len(observed) != 2 {
+		t.Fatalf("%d observations of lookup_user, want 2 (before and after the rename)", len(observed))
+	}
+	if fp, _ := events.ToolFingerprint(observed[0]); called == nil || called.SchemaFingerprint != fp || called.AgentID != "billing-bot" {
+		t.Errorf("the call of lookup_user %+v: want agent billing-bot and the fingerprint the client saw, %s", called, fp)
+	}
+	if fp, err := events.ToolFingerprint(observed[1]); err != nil || fp != verdict.CurrentFingerprint {
+		t.Errorf("the proxy's fingerprint of the renamed tool %s (%v), the verdict's %s", fp, err, verdict.CurrentFingerprint)
+	}
+
+	// isError counted as a failure of always_fails, in the tool lane's
+	// outcome counters.
+	kv, err := js.KeyValue(ctx, names.OutcomesBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := events.KVKey("always_fails")
+	var q struct {
+		Calls     int64 `json:"calls"`
+		Successes int64 `json:"successes"`
+	}
+	natstest.Eventually(t, 30*time.Second, "always_fails' quality", func() bool {
+		e, err := kv.Get(ctx, key)
+		return err == nil && json.Unmarshal(e.Value(), &q) == nil && q.Calls == 1
+	})
+	if q.Successes != 0 {
+		t.Errorf("always_fails answered isError, and counts %d successes of %d calls", q.Successes, q.Calls)
+	}
+	if out := stderr.String(); strings.Contains(out, "u-4711") {
+		t.Errorf("an argument value reached the proxy's log:\n%s", out)
+	}
+}
+
+// With NATS unreachable the session works all the same, the proxy exits
+// with the server's status, and it says on standard error what telemetry
+// was lost.
+func TestMCPProxyWithoutNATS(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "nats://" + l.Addr().String()
+	_ = l.Close() // nothing listens there any more
+	cs, stderr := connectThroughProxy(t, ctx, nil, "--nats-url", url, "--agent", "billing-bot")
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil || len(tools.Tools) != 4 {
+		t.Fatalf("tools/list with NATS down: %v", err)
+	}
+	for range 3 {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "lookup_user", Arguments: map[string]any{"user_id": "u"}})
+		if err != nil || res.IsError {
+			t.Fatalf("tools/call with NATS down: %v %+v", err, res)
+		}
+	}
+	if err := cs.Close(); err != nil {
+		t.Fatalf("the proxy did not exit cleanly: %v\n%s", err, stderr)
+	}
+	if out := stderr.String(); !strings.Contains(out, "telemetry: 0 events published, 4 not") {
+		t.Errorf("no summary of the lost telemetry on stderr:\n%s", out)
+	}
+}
+
+func TestMCPProxyUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"mcp-proxy"}, "needs the MCP server's command"},
+		{[]string{"mcp-proxy", "--relist-after", "0", "--", "true"}, "--relist-after 0"},
+		{[]string{"mcp-proxy", "--agent", strings.Repeat("a", 129), "--", "true"}, "agent"},
+		{[]string{"mcp-proxy", "--nats-user", "u", "--nats-nkey", "k", "--", "true"}, "exclude each other"},
+	} {
+		err := run(context.Background(), tc.args, stdio{in: strings.NewReader(""), out: &strings.Builder{}, err: &strings.Builder{}})
+		var b strings.Builder
+		if code := exitCode(err, &b); code != 2 || !strings.Contains(b.String(), tc.want) {
+			t.Errorf("%q: exit %d, %q; want 2 and %q", tc.args, code, b.String(), tc.want)
+		}
+	}
+}

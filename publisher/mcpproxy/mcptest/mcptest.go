@@ -1,0 +1,91 @@
+// Package mcptest is an MCP server built with the official MCP Go SDK, for
+// tests of the proxy: a real peer that nobody here wrote the protocol code
+// of. Test binaries re-execute themselves as the server (see Serve).
+//
+// Its tools:
+//
+//	lookup_user     {"user_id": string} (after upgrade_schema: {"userId": string});
+//	                answers "found " and the id it was given
+//	always_fails    {"reason": string}; answers with "isError": true
+//	upgrade_schema  {}; renames lookup_user's user_id to userId: the SDK then sends
+//	                notifications/tools/list_changed
+//	big_text        {"size": integer}; answers with a text of size bytes
+package mcptest
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Name is the server's serverInfo.name.
+const Name = "mcptest-crm"
+
+// Options tune the server.
+type Options struct {
+	// PageSize is the number of tools per tools/list page (0: the SDK's
+	// default, all in one page).
+	PageSize int
+}
+
+func schema(props map[string]string, required ...string) json.RawMessage {
+	p := map[string]any{}
+	for name, typ := range props {
+		p[name] = map[string]any{"type": typ}
+	}
+	s := map[string]any{"type": "object", "properties": p}
+	if len(required) > 0 {
+		s["required"] = required
+	}
+	b, _ := json.Marshal(s)
+	return b
+}
+
+func text(s string, isError bool) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}, IsError: isError}
+}
+
+// NewServer returns the server.
+func NewServer(opts Options) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: Name, Version: "1.0.0"}, &mcp.ServerOptions{PageSize: opts.PageSize})
+	lookup := func(field string) *mcp.Tool {
+		return &mcp.Tool{Name: "lookup_user", Description: "Looks a user up.", InputSchema: schema(map[string]string{field: "string"}, field)}
+	}
+	found := func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var args map[string]any
+		_ = json.Unmarshal(req.Params.Arguments, &args)
+		for _, field := range []string{"user_id", "userId"} {
+			if id, ok := args[field].(string); ok {
+				return text("found "+id, false), nil
+			}
+		}
+		return text("no user id", true), nil
+	}
+	s.AddTool(lookup("user_id"), found)
+	s.AddTool(&mcp.Tool{Name: "always_fails", Description: "Fails.", InputSchema: schema(map[string]string{"reason": "string"})},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return text("it failed", true), nil
+		})
+	s.AddTool(&mcp.Tool{Name: "upgrade_schema", Description: "Renames lookup_user's user_id to userId.", InputSchema: schema(nil)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			s.AddTool(lookup("userId"), found)
+			return text("upgraded", false), nil
+		})
+	s.AddTool(&mcp.Tool{Name: "big_text", Description: "Answers with a long text.", InputSchema: schema(map[string]string{"size": "integer"}, "size")},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var args struct {
+				Size int `json:"size"`
+			}
+			_ = json.Unmarshal(req.Params.Arguments, &args)
+			return text(strings.Repeat("x", args.Size), false), nil
+		})
+	return s
+}
+
+// Serve runs the server on the process's standard input and output until
+// the input ends.
+func Serve(ctx context.Context, opts Options) error {
+	return NewServer(opts).Run(ctx, &mcp.StdioTransport{})
+}
