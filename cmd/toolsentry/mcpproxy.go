@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -14,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
+	"github.com/toolsentry/toolsentry/publisher"
 	"github.com/toolsentry/toolsentry/publisher/mcpproxy"
 )
 
@@ -72,12 +75,31 @@ Flags (each defaults to its environment variable, if set):
                         again after list_changed before the proxy does; a
                         negative duration never lists on its own
                         ($TOOLSENTRY_MCP_RELIST_AFTER, default 2s)
+  --apply-migrations    rewrite each tools/call's arguments by the migration
+                        in force for the agent (the directives that
+                        toolsentry serve keeps): an agent still sending
+                        user_id to a tool that renamed it sends userId
+                        ($TOOLSENTRY_MCP_APPLY_MIGRATIONS, default false)
+  --halt-on-drift       answer a tools/call that the directive in force
+                        halts (drift on the agent's used fields that no
+                        migration resolves) with an MCP error naming the
+                        directive and its manifest digest, instead of
+                        letting the tool silently misbehave
+                        ($TOOLSENTRY_MCP_HALT_ON_DRIFT, default false)
+                        Both need --agent: the directives are the agent's.
+                        They answer from a local view of the directives
+                        bucket kept by a watch (no round trip per call);
+                        when NATS cannot be reached at start, the proxy
+                        warns on standard error and forwards calls as they
+                        are.
   --log-level LEVEL     debug, info, warn or error, on standard error
                         ($TOOLSENTRY_LOG_LEVEL, default warn)
 
 ` + connFlagsHelp + `
-Example:
+Examples:
   toolsentry mcp-proxy --agent billing-bot --nats-url nats://nats.internal:4222 -- \
+      npx -y @acme/crm-mcp
+  toolsentry mcp-proxy --agent billing-bot --apply-migrations --halt-on-drift -- \
       npx -y @acme/crm-mcp
 `
 
@@ -94,6 +116,8 @@ func runMCPProxy(ctx context.Context, args []string, sio stdio) error {
 	source := fs.String("source", env("TOOLSENTRY_MCP_SOURCE", mcpproxy.DefaultSource), "")
 	relistAfter := fs.Duration("relist-after", envDuration("TOOLSENTRY_MCP_RELIST_AFTER", mcpproxy.DefaultRelistAfter), "")
 	logLevel := fs.String("log-level", env("TOOLSENTRY_LOG_LEVEL", "warn"), "")
+	applyMigrations := fs.Bool("apply-migrations", envBool("TOOLSENTRY_MCP_APPLY_MIGRATIONS", false), "")
+	haltOnDrift := fs.Bool("halt-on-drift", envBool("TOOLSENTRY_MCP_HALT_ON_DRIFT", false), "")
 	conn := addConnFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return usageErrorf("mcp-proxy: %v (see toolsentry mcp-proxy --help)", err)
@@ -108,6 +132,9 @@ func runMCPProxy(ctx context.Context, args []string, sio stdio) error {
 	}
 	if _, err := conn.options("toolsentry mcp-proxy"); err != nil {
 		return err
+	}
+	if (*applyMigrations || *haltOnDrift) && *agent == "" {
+		return usageErrorf("--apply-migrations and --halt-on-drift need --agent NAME: the directives in force are the agent's")
 	}
 	if *relistAfter == 0 {
 		return usageErrorf("--relist-after 0: give a positive duration, or a negative one to never list on its own")
@@ -141,6 +168,19 @@ func runMCPProxy(ctx context.Context, args []string, sio stdio) error {
 			return err
 		}
 		cfg.Sink = sink
+		if *applyMigrations || *haltOnDrift {
+			agentClient, err := publisher.NewAgent(ctx, nc, publisher.AgentOptions{AgentID: *agent, Names: names})
+			if err != nil {
+				fmt.Fprintf(sio.err, "toolsentry mcp-proxy: directives unavailable (%v): calls are forwarded as they are\n", err)
+			} else {
+				defer func() {
+					cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), mcpProxyShutdown)
+					defer cancel()
+					_ = agentClient.Close(cctx)
+				}()
+				cfg.Hook = directiveHook(agentClient.Hook(*applyMigrations, *haltOnDrift))
+			}
+		}
 	}
 	proxy, err := mcpproxy.New(cfg)
 	if err != nil {
@@ -188,4 +228,30 @@ func mcpProxySummary(ctx context.Context, sio stdio, proxy *mcpproxy.Proxy, sink
 		return
 	}
 	log.Info().Int64("observations", ps.Observations).Int64("invocations", ps.Invocations).Int64("relists", ps.Relists).Msg("mcp-proxy: session over, telemetry published")
+}
+
+// directiveHook adapts the agent client's guard (publisher.Agent.Hook) to
+// the proxy's call hook: a payload rewritten by the migration in force, or
+// a HALT answered to the client as a JSON-RPC error that names the
+// directive, its verdict and manifest digest. Any other failure of the
+// guard lets the call through unchanged: a broken guard never breaks the
+// agent.
+func directiveHook(guard publisher.CallHook) mcpproxy.CallHook {
+	return func(ctx context.Context, call mcpproxy.Call) (json.RawMessage, *mcpproxy.HaltError, error) {
+		args, err := guard(ctx, call.Tool, call.Arguments)
+		var halt *publisher.HaltError
+		switch {
+		case errors.As(err, &halt):
+			data, _ := json.Marshal(map[string]string{
+				"action":          string(halt.Directive.Action),
+				"directive":       halt.Directive.Directive,
+				"verdict":         halt.Directive.Verdict.Name,
+				"manifest_digest": halt.Directive.Verdict.ManifestDigest,
+			})
+			return nil, &mcpproxy.HaltError{Message: halt.Error(), Data: data}, nil
+		case err != nil:
+			return nil, nil, err
+		}
+		return args, nil, nil
+	}
 }

@@ -18,6 +18,8 @@ import (
 	"github.com/toolsentry/toolsentry/consumer/natstest"
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/publisher"
+	"github.com/toolsentry/toolsentry/publisher/mcpproxy"
 	"github.com/toolsentry/toolsentry/publisher/mcpproxy/mcptest"
 )
 
@@ -249,4 +251,146 @@ func TestMCPProxyUsage(t *testing.T) {
 			t.Errorf("%q: exit %d, %q; want 2 and %q", tc.args, code, b.String(), tc.want)
 		}
 	}
+}
+
+// The issue's closing of the loop through the proxy: after lookup_user
+// renamed user_id to userId, an agent that still sends user_id gets "no
+// user id" from the tool (the silent misbehaviour). With --apply-migrations
+// the proxy rewrites the call by the directive in force for the agent, and
+// the call with the old field reaches the server with the new one.
+func TestMCPProxyAppliesMigrationInForce(t *testing.T) {
+	s := startServe(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	js := natstest.JetStream(t, s.natsURL)
+	names, _ := events.NewNames("")
+
+	relisted := make(chan error, 4)
+	var cs *mcp.ClientSession
+	copts := &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+		go func() {
+			_, err := cs.ListTools(ctx, nil)
+			relisted <- err
+		}()
+	}}
+	cs, stderr := connectThroughProxy(t, ctx, copts, "--nats-url", s.natsURL, "--agent", "billing-bot")
+	if _, err := cs.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	lookup := func(cs *mcp.ClientSession) string {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "lookup_user", Arguments: map[string]any{"user_id": "u-4711"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return textOf(t, res)
+	}
+	if got := lookup(cs); got != "found u-4711" {
+		t.Fatalf("before the rename: %q", got)
+	}
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "upgrade_schema", Arguments: map[string]any{}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-relisted:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the client was not told that the tools changed")
+	}
+	if got := lookup(cs); got != "no user id" {
+		t.Fatalf("after the rename, without the proxy's help: %q, want the tool's silent miss", got)
+	}
+	if err := cs.Close(); err != nil {
+		t.Fatalf("the proxy did not exit cleanly: %v\n%s", err, stderr)
+	}
+
+	// The directive in force for billing-bot: migrate user_id → userId.
+	kv, err := js.KeyValue(ctx, names.DirectivesBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := events.SchemaDirectiveKey("lookup_user", "billing-bot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 30*time.Second, "billing-bot's directive for lookup_user says MIGRATE", func() bool {
+		e, err := kv.Get(ctx, key)
+		var d events.Directive
+		return err == nil && json.Unmarshal(e.Value(), &d) == nil && d.Action == guards.ActionMigrate
+	})
+
+	// A new session of the same agent, with the proxy applying migrations:
+	// the server is upgraded, and the agent's call with user_id finds the
+	// user.
+	cs2, stderr2 := connectThroughProxy(t, ctx, nil, "--nats-url", s.natsURL, "--agent", "billing-bot",
+		"--apply-migrations", "--halt-on-drift", "--relist-after", "-1s")
+	if _, err := cs2.CallTool(ctx, &mcp.CallToolParams{Name: "upgrade_schema", Arguments: map[string]any{}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := lookup(cs2); got != "found u-4711" {
+		t.Fatalf("with --apply-migrations: %q, want the call rewritten to userId\n%s", got, stderr2)
+	}
+	if err := cs2.Close(); err != nil {
+		t.Fatalf("the proxy did not exit cleanly: %v\n%s", err, stderr2)
+	}
+	if out := stderr2.String(); strings.Contains(out, "u-4711") {
+		t.Errorf("an argument value reached the proxy's log:\n%s", out)
+	}
+}
+
+// TestDirectiveHookAnswersHaltsAsMCPErrors: a HALT of the agent's guard
+// becomes the JSON-RPC error the client receives, naming the directive and
+// its digest; a rewrite passes through; another failure lets the call go on.
+func TestDirectiveHookAnswersHaltsAsMCPErrors(t *testing.T) {
+	halt := &publisher.HaltError{Agent: "billing-bot", Tool: "lookup_user", Directive: events.Directive{
+		Action: guards.ActionHalt, Directive: "HALT: Drift on used fields ['user_id']. Apply migration.",
+		Verdict: events.VerdictRef{Name: "DRIFT_ON_USED_FIELDS", ManifestDigest: "abc123"},
+	}}
+	for name, tc := range map[string]struct {
+		guard    publisher.CallHook
+		wantArgs string
+		wantHalt bool
+		wantErr  bool
+	}{
+		"rewrite": {guard: func(context.Context, string, json.RawMessage) (json.RawMessage, error) {
+			return json.RawMessage(`{"userId":"u"}`), nil
+		}, wantArgs: `{"userId":"u"}`},
+		"halt": {guard: func(context.Context, string, json.RawMessage) (json.RawMessage, error) {
+			return nil, halt
+		}, wantHalt: true},
+		"guard failed": {guard: func(ctx context.Context, _ string, _ json.RawMessage) (json.RawMessage, error) {
+			return nil, context.Canceled
+		}, wantErr: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			args, h, err := directiveHook(tc.guard)(context.Background(), mcpproxy.Call{Agent: "billing-bot", Tool: "lookup_user", Arguments: json.RawMessage(`{"user_id":"u"}`)})
+			if string(args) != tc.wantArgs || (h != nil) != tc.wantHalt || (err != nil) != tc.wantErr {
+				t.Fatalf("args %s, halt %v, err %v", args, h, err)
+			}
+			if h != nil {
+				var data map[string]string
+				if err := json.Unmarshal(h.Data, &data); err != nil {
+					t.Fatal(err)
+				}
+				if !strings.Contains(h.Message, "HALT") || data["manifest_digest"] != "abc123" || data["verdict"] != "DRIFT_ON_USED_FIELDS" || data["action"] != "HALT" {
+					t.Errorf("message %q, data %v", h.Message, data)
+				}
+			}
+		})
+	}
+}
+
+// textOf is the text of a tool's answer.
+func textOf(t *testing.T, res *mcp.CallToolResult) string {
+	t.Helper()
+	if len(res.Content) != 1 {
+		t.Fatalf("answer with %d contents", len(res.Content))
+	}
+	tc, ok := res.Content[0].(*mcp.TextContent)
+	if !ok {
+		t.Fatalf("answer %T, not text", res.Content[0])
+	}
+	return tc.Text
 }

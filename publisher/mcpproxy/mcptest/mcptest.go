@@ -4,7 +4,8 @@
 //
 // Its tools:
 //
-//	lookup_user     {"user_id": string} (after upgrade_schema: {"userId": string});
+//	lookup_user     {"user_id": string} (after upgrade_schema: {"userId": string},
+//	                and a call with user_id finds no user);
 //	                answers "found " and the id it was given
 //	always_fails    {"reason": string}; answers with "isError": true
 //	upgrade_schema  {}; renames lookup_user's user_id to userId: the SDK then sends
@@ -16,6 +17,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -53,13 +55,19 @@ func NewServer(opts Options) *mcp.Server {
 	lookup := func(field string) *mcp.Tool {
 		return &mcp.Tool{Name: "lookup_user", Description: "Looks a user up.", InputSchema: schema(map[string]string{field: "string"}, field)}
 	}
+	// lookup_user reads the id from the field of its current version only,
+	// as a real tool would: after upgrade_schema an agent still sending
+	// user_id gets "no user id".
+	var mu sync.Mutex
+	current := "user_id"
 	found := func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		var args map[string]any
 		_ = json.Unmarshal(req.Params.Arguments, &args)
-		for _, field := range []string{"user_id", "userId"} {
-			if id, ok := args[field].(string); ok {
-				return text("found "+id, false), nil
-			}
+		mu.Lock()
+		field := current
+		mu.Unlock()
+		if id, ok := args[field].(string); ok {
+			return text("found "+id, false), nil
 		}
 		return text("no user id", true), nil
 	}
@@ -70,6 +78,9 @@ func NewServer(opts Options) *mcp.Server {
 		})
 	s.AddTool(&mcp.Tool{Name: "upgrade_schema", Description: "Renames lookup_user's user_id to userId.", InputSchema: schema(nil)},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			mu.Lock()
+			current = "userId"
+			mu.Unlock()
 			s.AddTool(lookup("userId"), found)
 			return text("upgraded", false), nil
 		})
