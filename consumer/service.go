@@ -23,6 +23,9 @@ type ServiceOptions struct {
 	Processor ProcessorOptions
 	Views     ViewOptions
 	Publisher publisher.Options
+	// Member names this worker among the workers that share the
+	// partitions when Config.Partitions > 1 (default DefaultMember()).
+	Member string
 }
 
 // Service is a running toolsentry worker: resources provisioned, state
@@ -31,7 +34,8 @@ type ServiceOptions struct {
 type Service struct {
 	Resources *Resources
 	Store     *Store
-	Engine    *Engine
+	Engine    *Engine // the engine of a single worker; nil when partitioned
+	Group     *Group  // the partitioned worker; nil when Config.Partitions is 1
 
 	pub      *publisher.Publisher
 	ready    atomic.Bool
@@ -71,12 +75,22 @@ func StartService(ctx context.Context, nc *nats.Conn, opts ServiceOptions) (*Ser
 		cfg := res.Config
 		opts.Engine.DeadLetterSubject = func(_, reason string) string { return cfg.DeadLetterSubject(reason) }
 	}
-	eng, err := New(js, res.Consumer, proc, opts.Engine)
+	s := &Service{Resources: res, Store: store, pub: pub}
+	if res.Config.Partitions > 1 {
+		if opts.Member == "" {
+			opts.Member = DefaultMember()
+		}
+		if opts.Engine.OnPinned == nil {
+			opts.Engine.OnPinned = store.CatchUp
+		}
+		s.Group, err = NewGroup(js, res, proc, opts.Member, opts.Engine)
+	} else {
+		s.Engine, err = New(js, res.Consumer, proc, opts.Engine)
+	}
 	if err != nil {
 		store.Close()
 		return nil, err
 	}
-	s := &Service{Resources: res, Store: store, Engine: eng, pub: pub}
 	s.ready.Store(true)
 	zerolog.Ctx(ctx).Info().Str("stream", res.Config.TelemetryStream()).Str("consumer", res.Config.Durable).Msg("streams, buckets and consumer ready")
 	return s, nil
@@ -84,7 +98,12 @@ func StartService(ctx context.Context, nc *nats.Conn, opts ServiceOptions) (*Ser
 
 // Run consumes until ctx is cancelled or Close is called; see Engine.Run.
 func (s *Service) Run(ctx context.Context) error {
-	err := s.Engine.Run(ctx)
+	var err error
+	if s.Group != nil {
+		err = s.Group.Run(ctx)
+	} else {
+		err = s.Engine.Run(ctx)
+	}
 	if errors.Is(err, ErrClosed) {
 		return nil
 	}
@@ -102,7 +121,12 @@ func (s *Service) Close() error {
 	if s.stopping.Swap(true) {
 		return nil
 	}
-	err := s.Engine.Close()
+	var err error
+	if s.Group != nil {
+		err = s.Group.Close()
+	} else {
+		err = s.Engine.Close()
+	}
 	s.Store.Close()
 	if errors.Is(err, ErrClosed) {
 		err = nil
