@@ -3,6 +3,7 @@ package consumer_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -249,7 +250,7 @@ func checkReplicas(t *testing.T, js jetstream.JetStream, cfg consumer.Config, wa
 			t.Fatalf("consumer %s: %v", name, err)
 		}
 		info := cons.CachedInfo()
-		if info.Config.Replicas != want || info.Cluster == nil || len(info.Cluster.Replicas)+1 != want {
+		if info.Config.Replicas != want || (want > 1 && (info.Cluster == nil || len(info.Cluster.Replicas)+1 != want)) {
 			t.Errorf("consumer %s: config replicas %d, cluster %+v: want %d", name, info.Config.Replicas, info.Cluster, want)
 		}
 		if info.Config.PriorityPolicy != jetstream.PriorityPolicyPinned || !slices.Equal(info.Config.PriorityGroups, []string{consumer.PriorityGroup}) {
@@ -403,5 +404,116 @@ func logPartitions(t *testing.T, js jetstream.JetStream, cfg consumer.Config, ws
 	}
 	for _, w := range ws {
 		t.Logf("worker %s: owns %v, engines %+v", w.name, w.svc.Group.Owned(), w.svc.Group.Stats())
+	}
+}
+
+// A worker joins mid-stream and another leaves gracefully mid-stream, on
+// one server: partitions move both times, and still every input has
+// exactly one verdict, in order per tool.
+func TestScaleOutJoinAndLeaveMidStream(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs workers for several seconds")
+	}
+	const (
+		partitions = 4
+		tools      = 20
+		rounds     = 30
+	)
+	_, url := natstest.RunServer(t)
+	cfg := scaleConfig(1, partitions)
+	js := natstest.JetStream(t, url)
+	w1 := startScaleWorker(t, "w1", url, cfg)
+	natstest.Eventually(t, 10*time.Second, "w1 owns every partition", func() bool {
+		return ownedAre([]*scaleWorker{w1}, partitions)
+	})
+	checkReplicas(t, js, cfg, 1)
+
+	inputs := scaleInputs(t, rounds, tools)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var w2 *scaleWorker
+	err := publishAll(ctx, js, inputs, func(r int) {
+		switch r {
+		case rounds / 3:
+			w2 = startScaleWorker(t, "w2", url, cfg)
+			natstest.Eventually(t, 10*time.Second, "w1 and w2 share the partitions", func() bool {
+				return ownedAre([]*scaleWorker{w1, w2}, partitions/2)
+			})
+		case 2 * rounds / 3:
+			if err := w1.svc.Close(); err != nil {
+				t.Errorf("closing w1: %v", err)
+			}
+			if err := <-w1.done; err != nil {
+				t.Errorf("w1 run: %v", err)
+			}
+			natstest.Eventually(t, 10*time.Second, "w2 took every partition over", func() bool {
+				return ownedAre([]*scaleWorker{w2}, partitions)
+			})
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := tools * rounds
+	natstest.Eventually(t, 30*time.Second, fmt.Sprintf("%d verdicts", total), func() bool {
+		return streamCount(t, js, "TOOLSENTRY_VERDICTS") >= total
+	})
+	waitPartitionsSettled(t, js, cfg)
+	checkScaleVerdicts(t, js, inputs)
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel2()
+	kv, err := js.KeyValue(ctx2, cfg.MembersBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Get(ctx2, "w1"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Errorf("w1 left, its member entry: %v", err)
+	}
+}
+
+// Switching a deployment from one worker to partitions resumes where the
+// single worker's consumer stopped instead of going through the stream's
+// history again.
+func TestScaleOutResumesAfterTheSingleWorker(t *testing.T) {
+	_, url := natstest.RunServer(t)
+	js := natstest.JetStream(t, url)
+	single := startScaleWorker(t, "single", url, scaleConfig(1, 1))
+	if single.svc.Group != nil || single.svc.Engine == nil {
+		t.Fatal("one partition must run the single engine")
+	}
+	inputs := scaleInputs(t, 2, 10)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := publishAll(ctx, js, inputs[:1], func(int) {}); err != nil {
+		t.Fatal(err)
+	}
+	waitSettled(t, js)
+	if err := single.svc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := publishAll(ctx, js, inputs[1:], func(int) {}); err != nil {
+		t.Fatal(err)
+	}
+
+	cfg := scaleConfig(1, 2)
+	w := startScaleWorker(t, "p", url, cfg)
+	for i := range cfg.Partitions {
+		info := w.svc.Resources.Partitions[i].CachedInfo()
+		if info.Config.DeliverPolicy != jetstream.DeliverByStartSequencePolicy || info.Config.OptStartSeq != 11 {
+			t.Errorf("partition %d starts with %v at %d: want after the single worker's ack floor 10", i, info.Config.DeliverPolicy, info.Config.OptStartSeq)
+		}
+	}
+	natstest.Eventually(t, 20*time.Second, "20 verdicts", func() bool {
+		return streamCount(t, js, "TOOLSENTRY_VERDICTS") >= 20
+	})
+	waitPartitionsSettled(t, js, cfg)
+	checkScaleVerdicts(t, js, inputs)
+	// A restart keeps the partition consumers as they are.
+	if err := w.svc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again := startScaleWorker(t, "p", url, cfg)
+	if got := again.svc.Resources.Partitions[0].CachedInfo().Config.OptStartSeq; got != 11 {
+		t.Errorf("after a restart partition 0 starts at %d", got)
 	}
 }
