@@ -62,7 +62,7 @@ Flags (each also read from the environment variable shown):
   --max-deliver N         deliveries before a failing event is dead-lettered (TOOLSENTRY_MAX_DELIVER, default 5)
   --telemetry-max-age D   how long telemetry is kept for replay; 0 keeps it forever
                           (TOOLSENTRY_TELEMETRY_MAX_AGE, default 720h)
-  --shutdown-timeout D    how long a shutdown waits for in-flight events (TOOLSENTRY_SHUTDOWN_TIMEOUT, default 10s)
+` + scaleUsage + `  --shutdown-timeout D    how long a shutdown waits for in-flight events (TOOLSENTRY_SHUTDOWN_TIMEOUT, default 10s)
   --log-level LEVEL       debug, info, warn or error (TOOLSENTRY_LOG_LEVEL, default "info")
   --log-format FORMAT     json, console, or auto: console on a terminal (TOOLSENTRY_LOG_FORMAT, default "auto")
 
@@ -70,6 +70,9 @@ Example:
   toolsentry serve
   nats pub --jetstream toolsentry.telemetry.schema.crm=2Elookup "$(cat observation.json)"
   toolsentry watch
+
+  # three workers on a NATS cluster share 6 partitions (R3 streams and buckets)
+  toolsentry serve --nats-url nats://n1:4222,nats://n2:4222 --replicas 3 --partitions 6 --member w1
 `,
 		run: runServe,
 	})
@@ -106,6 +109,7 @@ type serveFlags struct {
 	workers, replicas, maxDeliver             int
 	ackWait, telemetryMaxAge, shutdownTimeout time.Duration
 	logLevel, logFormat                       string
+	scale                                     *scaleFlags
 }
 
 // serveStarted, when set (by tests), is called once the service is ready
@@ -130,6 +134,7 @@ func runServe(ctx context.Context, args []string, io stdio) error {
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", envDuration("TOOLSENTRY_SHUTDOWN_TIMEOUT", 10*time.Second), "")
 	fs.StringVar(&f.logLevel, "log-level", env("TOOLSENTRY_LOG_LEVEL", "info"), "")
 	fs.StringVar(&f.logFormat, "log-format", env("TOOLSENTRY_LOG_FORMAT", "auto"), "")
+	f.scale = addScaleFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return usageErrorf("serve: %v (see toolsentry serve --help)", err)
 	}
@@ -137,6 +142,9 @@ func runServe(ctx context.Context, args []string, io stdio) error {
 		return usageErrorf("serve takes no arguments, got %q", fs.Args())
 	}
 	if _, err := f.conn.names(); err != nil {
+		return err
+	}
+	if err := f.scale.check(); err != nil {
 		return err
 	}
 	log, err := newLogger(io.err, f.logLevel, f.logFormat)
@@ -249,7 +257,7 @@ func serve(ctx context.Context, f serveFlags, io stdio) error {
 		}()
 	}
 
-	s, err := consumer.StartService(ctx, nc, consumer.ServiceOptions{
+	so := consumer.ServiceOptions{
 		Config: consumer.Config{
 			Prefix:          f.conn.prefix,
 			Replicas:        f.replicas,
@@ -259,7 +267,9 @@ func serve(ctx context.Context, f serveFlags, io stdio) error {
 		},
 		Engine:    consumer.Options{Workers: f.workers, ShutdownTimeout: f.shutdownTimeout, Observer: m, Kind: metricKind},
 		Processor: consumer.ProcessorOptions{Verdicts: m},
-	})
+	}
+	f.scale.apply(&so)
+	s, err := consumer.StartService(ctx, nc, so)
 	if err != nil {
 		return err
 	}
