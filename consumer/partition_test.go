@@ -3,6 +3,7 @@ package consumer_test
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -86,5 +87,8 @@ func TestConfigValidateScaleOut(t *testing.T) {
 	}
 	if got := d.PartitionConsumer(2, 6); got != "toolsentry-workers-2of6" {
 		t.Errorf("partition consumer name %q", got)
+	}
+	if m := consumer.DefaultMember(); !regexp.MustCompile(`^[A-Za-z0-9_=-]+-[0-9]+$`).MatchString(m) {
+		t.Errorf("default member %q is not <host>-<pid> in KV key characters", m)
 	}
 }

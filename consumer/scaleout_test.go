@@ -170,7 +170,17 @@ func TestScaleOutClusterWorkerAndNodeDie(t *testing.T) {
 				return streamCount(t, js, "TOOLSENTRY_VERDICTS") >= tools*rounds/6
 			})
 			workers[1].kill()
+			killed := time.Now()
 			t.Logf("worker %s killed at round %d", workers[1].name, r)
+			// Measured, not asserted: how long the takeover takes.
+			natstest.Eventually(t, 30*time.Second, "the survivors own the dead worker's partitions", func() bool {
+				return ownedAre([]*scaleWorker{workers[0], workers[2]}, 3)
+			})
+			t.Logf("partitions reassigned %s after the kill", time.Since(killed).Round(10*time.Millisecond))
+			natstest.Eventually(t, 30*time.Second, "a verdict for every input published before the kill", func() bool {
+				return streamCount(t, js, "TOOLSENTRY_VERDICTS") >= r*tools
+			})
+			t.Logf("every input published before the kill has its verdict %s after the kill", time.Since(killed).Round(10*time.Millisecond))
 		case 2 * rounds / 3:
 			// A NATS node dies; R3 streams and buckets keep a quorum.
 			c.Shutdown(2)
