@@ -23,6 +23,22 @@ const (
 	MaxPartitions = 64
 )
 
+// ProvisionTimeout bounds StartService's provisioning when its context has
+// no deadline. Creating a replicated stream or bucket waits for its RAFT
+// group to elect a leader, which takes seconds on a cluster: longer than
+// nats.go's default API timeout of 5s.
+const ProvisionTimeout = 2 * time.Minute
+
+// provision runs Provision under ProvisionTimeout unless ctx has a deadline.
+func provision(ctx context.Context, js jetstream.JetStream, cfg Config) (*Resources, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, ProvisionTimeout)
+		defer cancel()
+	}
+	return Provision(ctx, js, cfg)
+}
+
 // PriorityGroup is the priority group of the partition consumers: each is
 // created with the pinned-client policy, so the server delivers a
 // partition's messages to one pull client at a time.

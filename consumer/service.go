@@ -54,7 +54,7 @@ func StartService(ctx context.Context, nc *nats.Conn, opts ServiceOptions) (*Ser
 	if err != nil {
 		return nil, fmt.Errorf("creating jetstream context: %w", err)
 	}
-	res, err := Provision(ctx, js, opts.Config)
+	res, err := provision(ctx, js, opts.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +92,8 @@ func StartService(ctx context.Context, nc *nats.Conn, opts ServiceOptions) (*Ser
 		return nil, err
 	}
 	s.ready.Store(true)
-	zerolog.Ctx(ctx).Info().Str("stream", res.Config.TelemetryStream()).Str("consumer", res.Config.Durable).Msg("streams, buckets and consumer ready")
+	zerolog.Ctx(ctx).Info().Str("stream", res.Config.TelemetryStream()).Str("consumer", res.Config.Durable).
+		Int("partitions", res.Config.Partitions).Int("replicas", res.Config.Replicas).Msg("streams, buckets and consumer ready")
 	return s, nil
 }
 
