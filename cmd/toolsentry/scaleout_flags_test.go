@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -65,14 +66,40 @@ func TestServePartitioned(t *testing.T) {
 	if _, err := js.Publish(pctx, "toolsentry.telemetry.schema.crm=2Elookup", []byte(body)); err != nil {
 		t.Fatal(err)
 	}
-	natstest.Eventually(t, 20*time.Second, "a verdict", func() bool {
-		s, err := js.Stream(pctx, "TOOLSENTRY_VERDICTS")
+	// Bad input is dead-lettered once, by the partition it belongs to, not
+	// once per partition consumer that reads it.
+	for _, subject := range []string{"toolsentry.telemetry.invocation.crm=2Elookup", "toolsentry.telemetry.bogus"} {
+		if _, err := js.Publish(pctx, subject, []byte("not a cloudevent")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func(stream string) uint64 {
+		s, err := js.Stream(pctx, stream)
 		if err != nil {
-			return false
+			return 0
 		}
 		info, err := s.Info(pctx)
-		return err == nil && info.State.Msgs == 1
+		if err != nil {
+			return 0
+		}
+		return info.State.Msgs
+	}
+	natstest.Eventually(t, 20*time.Second, "a verdict and two dead letters", func() bool {
+		return count("TOOLSENTRY_VERDICTS") == 1 && count("TOOLSENTRY_DLQ") == 2
 	})
+	for i := range 3 {
+		natstest.Eventually(t, 10*time.Second, "every partition consumer settled", func() bool {
+			c, err := js.Consumer(pctx, "TOOLSENTRY_TELEMETRY", fmt.Sprintf("toolsentry-workers-%dof3", i))
+			if err != nil {
+				return false
+			}
+			info, err := c.Info(pctx)
+			return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+		})
+	}
+	if n := count("TOOLSENTRY_DLQ"); n != 2 {
+		t.Errorf("%d dead letters, want 2", n)
+	}
 
 	cancel()
 	if err := <-done; err != nil {
