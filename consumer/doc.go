@@ -37,9 +37,11 @@
 //     stream, and its engine acknowledges other partitions' messages at once
 //     (Options.Skip).
 //   - Each worker announces itself in the members bucket every MemberTTL/4
-//     and lists the live members as often; it runs one Engine per partition
-//     that Assign gives it (round robin over the sorted names, as pcgroups
-//     distributes partitions) and closes the engines of partitions it lost.
+//     (the value is its partition count: a worker that finds a member with
+//     another count stops with ErrPartitionsMismatch) and lists the live
+//     members as often; it runs one Engine per partition that Assign gives
+//     it (round robin over the sorted names, as pcgroups distributes
+//     partitions) and closes the engines of partitions it lost.
 //   - The fence is the server's pinned-client priority group (nats-server ≥
 //     2.11): a partition's consumer delivers to one pull client at a time,
 //     even while two workers briefly disagree on the membership. A worker

@@ -53,6 +53,7 @@ type Group struct {
 	mu      sync.Mutex
 	running map[int]*partitionRun
 	owned   []int
+	checked map[string]bool // members whose partition count matches ours
 
 	started   bool
 	closeOnce sync.Once
@@ -85,6 +86,7 @@ func NewGroup(js jetstream.JetStream, res *Resources, h Handler, member string, 
 		js: js, res: res, h: h, opts: opts.withDefaults(), member: member,
 		period:  max(res.Config.MemberTTL/4, 100*time.Millisecond),
 		running: map[int]*partitionRun{},
+		checked: map[string]bool{},
 		closeCh: make(chan struct{}),
 		done:    make(chan struct{}),
 	}, nil
@@ -150,13 +152,17 @@ func (g *Group) run(ctx context.Context) error {
 	defer t.Stop()
 	for {
 		g.announce(ctx)
-		if live, ok := g.liveMembers(ctx); ok {
+		live, ok, err := g.liveMembers(ctx)
+		switch {
+		case err != nil:
+			failed = err
+		case ok:
 			failed = g.reconcile(ctx, Assign(append(live, g.member), n, g.member))
-		} else {
+		default:
 			failed = g.reconcile(ctx, nil)
 		}
 		if failed != nil {
-			log.Error().Err(failed).Msg("a partition's consumer failed; stopping")
+			log.Error().Err(failed).Msg("stopping")
 			break
 		}
 		stop := false
@@ -186,7 +192,7 @@ func (g *Group) run(ctx context.Context) error {
 func (g *Group) announce(ctx context.Context) {
 	pctx, cancel := context.WithTimeout(ctx, g.period)
 	defer cancel()
-	if _, err := g.res.Members.PutString(pctx, g.member, time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
+	if _, err := g.res.Members.PutString(pctx, g.member, g.announcement()); err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("announcing the member failed; the others may take over its partitions")
 	}
 }
@@ -201,21 +207,42 @@ func (g *Group) leave(ctx context.Context) {
 	}
 }
 
+// announcement is the value of the member's entry: the partition count it
+// works with, which every member must share.
+func (g *Group) announcement() string {
+	return "partitions=" + strconv.Itoa(g.res.Config.Partitions)
+}
+
 // liveMembers lists the members whose entries have not expired. On an error
-// it reports false: the caller keeps what it runs.
-func (g *Group) liveMembers(ctx context.Context) ([]string, bool) {
+// it reports false: the caller keeps what it runs. A member that works with
+// another partition count is an error (ErrPartitionsMismatch): the two
+// would both handle every key.
+func (g *Group) liveMembers(ctx context.Context) ([]string, bool, error) {
 	lctx, cancel := context.WithTimeout(ctx, g.period)
 	defer cancel()
 	lister, err := g.res.Members.ListKeys(lctx)
 	if err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("listing the members failed; keeping the current partitions")
-		return nil, false
+		return nil, false, nil
 	}
 	var live []string
 	for k := range lister.Keys() {
 		live = append(live, k)
 	}
-	return live, true
+	for _, m := range live {
+		if m == g.member || g.checked[m] {
+			continue
+		}
+		e, err := g.res.Members.Get(lctx, m)
+		if err != nil {
+			continue // expired meanwhile, or not readable now: next round
+		}
+		if got := string(e.Value()); got != g.announcement() {
+			return nil, false, fmt.Errorf("%w: member %s announces %q, this worker %q", ErrPartitionsMismatch, m, got, g.announcement())
+		}
+		g.checked[m] = true
+	}
+	return live, true, nil
 }
 
 // reconcile starts the engines of newly owned partitions and stops those of

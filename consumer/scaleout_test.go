@@ -527,3 +527,22 @@ func TestScaleOutResumesAfterTheSingleWorker(t *testing.T) {
 		t.Errorf("after a restart partition 0 starts at %d", got)
 	}
 }
+
+// Workers with different partition counts would both handle every key: a
+// worker that finds one stops with ErrPartitionsMismatch.
+func TestScaleOutRefusesAnotherPartitionCount(t *testing.T) {
+	_, url := natstest.RunServer(t)
+	w1 := startScaleWorker(t, "w1", url, scaleConfig(1, 2))
+	natstest.Eventually(t, 10*time.Second, "w1 owns both partitions", func() bool {
+		return ownedAre([]*scaleWorker{w1}, 2)
+	})
+	w2 := startScaleWorker(t, "w2", url, scaleConfig(1, 3))
+	select {
+	case err := <-w2.done:
+		if !errors.Is(err, consumer.ErrPartitionsMismatch) {
+			t.Fatalf("w2 stopped with %v, want ErrPartitionsMismatch", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("w2 runs next to a worker with another partition count")
+	}
+}
