@@ -392,7 +392,7 @@ func (e *Engine) run(ctx context.Context) error {
 	default:
 	}
 	e.log = zerolog.Ctx(ctx).With().Str("component", "consumer").Str("consumer", e.cons.CachedInfo().Name).Logger()
-	if err := e.startRecovery(ctx); err != nil {
+	if err := e.startRecovery(ctx, nil); err != nil {
 		return err
 	}
 	pull := []jetstream.PullMessagesOpt{jetstream.PullMaxMessages(e.opts.PullMaxMessages)}
@@ -522,7 +522,7 @@ func (e *Engine) afterReconnect() {
 	}
 	e.mu.Unlock()
 	for {
-		err := e.startRecovery(context.Background())
+		err := e.startRecovery(context.Background(), hold)
 		if err == nil {
 			break
 		}
@@ -597,7 +597,11 @@ type recovery struct {
 // messages at start, no key runs until they have all been redelivered (or
 // 2 × AckWait passed: some may have been deleted from the stream); messages
 // that arrive meanwhile wait in their keys' queues, sorted by sequence.
-func (e *Engine) startRecovery(ctx context.Context) error {
+//
+// hold is the hold the recovery replaces (nil at start): if another hold or
+// recovery replaced it meanwhile, this one is dropped, since it read the
+// consumer before whatever caused the newer one.
+func (e *Engine) startRecovery(ctx context.Context, hold *recovery) error {
 	ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	info, err := e.cons.Info(ictx)
@@ -609,8 +613,11 @@ func (e *Engine) startRecovery(ctx context.Context) error {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if old := e.recovering; old != nil {
-		old.timer.Stop() // a hold, replaced
+	if e.recovering != hold {
+		return nil // superseded
+	}
+	if hold != nil {
+		hold.timer.Stop() // replaced below
 	}
 	r := &recovery{upTo: info.Delivered.Stream, pending: uint64(info.NumAckPending), seen: map[uint64]struct{}{}}
 	r.timer = time.AfterFunc(2*e.ackWait, func() {

@@ -23,7 +23,12 @@ func (e *Engine) checkDeliveryLocked(pin string, delivery uint64) {
 		e.lastDelivery = delivery
 		e.pinnedLocked(pin)
 		return
-	case e.lastDelivery != 0 && delivery > e.lastDelivery+1 && e.recovering == nil:
+	case e.lastDelivery != 0 && delivery > e.lastDelivery+1:
+		// Also during a hold or a recovery: theirs read the consumer
+		// before these deliveries went missing, so a new one replaces it.
+		if old := e.recovering; old != nil {
+			old.timer.Stop()
+		}
 		r := &recovery{pending: ^uint64(0), seen: map[uint64]struct{}{}}
 		r.timer = time.AfterFunc(time.Hour, func() {}) // replaced by afterReconnect
 		e.recovering = r

@@ -367,9 +367,12 @@ func checkScaleVerdicts(t *testing.T, js jetstream.JetStream, rounds [][]events.
 			problems = append(problems, fmt.Sprintf("verdict %s (%s of %s) is not the replay's", ev.ID, v.Verdict, v.InputEventID))
 		}
 	}
-	for id := range inputs {
+	for id, in := range inputs {
 		if n := perInput[id]; n != 1 {
 			problems = append(problems, fmt.Sprintf("input %s has %d verdicts", id, n))
+			if n == 0 {
+				logLostInput(t, js, verdicts, id, in.seq, in.tool)
+			}
 		}
 	}
 	for _, k := range []guards.SchemaVerdict{guards.NoBaseline, guards.SchemaMatch} {
@@ -545,4 +548,39 @@ func TestScaleOutRefusesAnotherPartitionCount(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("w2 runs next to a worker with another partition count")
 	}
+}
+
+// logLostInput logs what the verdict stream and the baseline bucket hold
+// for the tool of an input without a verdict, to diagnose a failure.
+func logLostInput(t *testing.T, js jetstream.JetStream, verdicts []jetstream.Msg, id string, seq uint64, tool string) {
+	t.Helper()
+	var seqs []string
+	for _, m := range verdicts {
+		ev, err := names.Decode(m.Subject(), m.Headers(), m.Data())
+		if err != nil || ev.SchemaVerdict == nil || ev.SchemaVerdict.ToolID != tool {
+			continue
+		}
+		md, _ := m.Metadata()
+		seqs = append(seqs, fmt.Sprintf("%d@%d", ev.SchemaVerdict.InputSequence, md.Sequence.Stream))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var baseline string
+	if kv, err := js.KeyValue(ctx, "toolsentry-baselines"); err == nil {
+		if e, err := kv.Get(ctx, mustKVKey(t, tool)); err == nil {
+			baseline = fmt.Sprintf("rev %d: %.300s", e.Revision(), e.Value())
+		} else {
+			baseline = err.Error()
+		}
+	}
+	t.Logf("lost input %s (seq %d, tool %s): verdicts of the tool (input seq@verdict seq) %v; baseline %s", id, seq, tool, seqs, baseline)
+}
+
+func mustKVKey(t *testing.T, id string) string {
+	t.Helper()
+	k, err := events.KVKey(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }
