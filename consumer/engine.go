@@ -81,6 +81,28 @@ type Options struct {
 	DeadLetterTimeout time.Duration
 	// Observer receives metrics events (default: none).
 	Observer Observer
+	// Skip, when set, tells the messages this engine does not handle:
+	// they are acknowledged at once (a partition consumer reads the whole
+	// stream and handles only its partition's keys).
+	Skip func(*Message) bool
+	// PriorityGroup is the priority group to pull in, for a consumer with
+	// the pinned-client policy (default none). The engine then keeps per-key
+	// order across workers: when the server pins the consumer to it, it
+	// holds every key until the earlier pinned worker's unacknowledged
+	// messages are redelivered (see startRecovery), and at Close it unpins
+	// the consumer so that another worker takes over at once.
+	PriorityGroup string
+	// PullExpiry is how long one pull request waits (default: nats.go's
+	// 30s). A pinned worker must pull within the consumer's PinnedTTL to
+	// keep the pin, so with PriorityGroup set keep it at PinnedTTL/3.
+	PullExpiry time.Duration
+	// OnPinned, with PriorityGroup, runs when the server pinned the
+	// consumer to this engine, while every key is held and before the
+	// recovery starts: the service catches its state views up with the
+	// buckets there (Store.CatchUp), so that no key is decided on state
+	// older than its previous owner's last write. Retried every second
+	// until it succeeds or the engine stops.
+	OnPinned func(ctx context.Context) error
 }
 
 func (o Options) withDefaults() Options {
@@ -139,6 +161,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("%w: shutdown timeout %s: want positive", ErrInvalidConfig, o.ShutdownTimeout)
 	case o.DeadLetterTimeout < 0:
 		return fmt.Errorf("%w: dead letter timeout %s: want positive", ErrInvalidConfig, o.DeadLetterTimeout)
+	case o.PullExpiry != 0 && o.PullExpiry < time.Second:
+		return fmt.Errorf("%w: pull expiry %s: want at least 1s", ErrInvalidConfig, o.PullExpiry)
 	}
 	return nil
 }
@@ -169,16 +193,15 @@ type Engine struct {
 	// their redeliveries come only after AckWait, and newer messages of
 	// their keys must not overtake them. See startRecovery.
 	recovering *recovery
-	// lastConsumerSeq is the highest consumer sequence delivered to this
-	// engine. The server numbers every delivery of the consumer, so a jump
-	// means deliveries that never reached us: dropped from a full client
-	// buffer ("slow consumer") or lost with a connection. See accept.
-	lastConsumerSeq uint64
 	// settled are the stream sequences this engine acknowledged or
-	// terminated above the consumer's ack floor as last read: with held
-	// and the keys' awaits, what tells a recovery which unacknowledged
-	// messages it has accounted for.
+	// terminated above the consumer's ack floor as last read (another
+	// partition's messages included): with held and the keys' awaits, what
+	// tells a recovery which unacknowledged messages it has accounted for.
 	settled map[uint64]struct{}
+	// pin is the pin id of the latest delivery from a pinned consumer, and
+	// lastDelivery the highest consumer (delivery) sequence received under it.
+	pin          string
+	lastDelivery uint64
 
 	started   atomic.Bool
 	closeOnce sync.Once
@@ -375,10 +398,17 @@ func (e *Engine) run(ctx context.Context) error {
 	default:
 	}
 	e.log = zerolog.Ctx(ctx).With().Str("component", "consumer").Str("consumer", e.cons.CachedInfo().Name).Logger()
-	if err := e.startRecovery(ctx); err != nil {
+	if err := e.startRecovery(ctx, nil); err != nil {
 		return err
 	}
-	iter, err := e.cons.Messages(jetstream.PullMaxMessages(e.opts.PullMaxMessages))
+	pull := []jetstream.PullMessagesOpt{jetstream.PullMaxMessages(e.opts.PullMaxMessages)}
+	if e.opts.PriorityGroup != "" {
+		pull = append(pull, jetstream.PullPriorityGroup(e.opts.PriorityGroup))
+	}
+	if e.opts.PullExpiry > 0 {
+		pull = append(pull, jetstream.PullExpiry(e.opts.PullExpiry))
+	}
+	iter, err := e.cons.Messages(pull...)
 	if err != nil {
 		return fmt.Errorf("consuming %s: %w", e.cons.CachedInfo().Name, err)
 	}
@@ -448,6 +478,7 @@ func (e *Engine) run(ctx context.Context) error {
 	close(hbStop) // no progress ack may follow a hand-back nak
 	<-hbDone
 	e.handBack()
+	e.unpin()
 	return result
 }
 
@@ -497,30 +528,42 @@ func (e *Engine) holdLocked() {
 	e.recovering = r
 }
 
-// afterReconnect replaces a hold of the disconnection (or none) by a
-// recovery from the consumer's state.
+// afterReconnect replaces a hold of the disconnection or of a new pin (or
+// none) by a recovery from the consumer's state. The hold stays in place
+// until the recovery replaces it, so no key runs in between.
 func (e *Engine) afterReconnect() {
 	e.mu.Lock()
-	if r := e.recovering; r != nil && r.pending == ^uint64(0) {
-		r.timer.Stop()
-		e.recovering = nil // startRecovery sets a new one if messages are pending
-		defer func() {
-			e.mu.Lock()
-			if e.recovering == nil {
-				for key, ks := range e.keys {
-					e.scheduleLocked(key, ks)
-				}
-			}
-			e.mu.Unlock()
-		}()
-	} else if r != nil {
+	hold := e.recovering
+	if hold != nil && hold.pending != ^uint64(0) {
 		e.mu.Unlock()
 		return // already recovering
 	}
 	e.mu.Unlock()
-	if err := e.startRecovery(context.Background()); err != nil {
-		e.log.Warn().Err(err).Msg("after a reconnect: cannot read the consumer; keys go on")
+	for {
+		err := e.startRecovery(context.Background(), hold)
+		if err == nil {
+			break
+		}
+		if e.opts.PriorityGroup == "" || hold == nil {
+			e.log.Warn().Err(err).Msg("after a reconnect: cannot read the consumer; keys go on")
+			break
+		}
+		// A partition's keys are not let go blind: another worker may hold
+		// earlier messages of them.
+		e.log.Warn().Err(err).Msg("after a reconnect or a new pin: cannot read the consumer; keys stay held, retrying")
+		time.Sleep(time.Second)
+		e.mu.Lock()
+		gone := e.stopping || e.recovering != hold
+		e.mu.Unlock()
+		if gone {
+			return
+		}
 	}
+	e.mu.Lock()
+	if hold != nil && e.recovering == hold {
+		e.endRecoveryLocked("no earlier delivery is unacknowledged")
+	}
+	e.mu.Unlock()
 }
 
 // goneMessages returns the sequences among seqs that no redelivery will
@@ -572,7 +615,11 @@ type recovery struct {
 // messages at start, no key runs until they have all been redelivered (or
 // 2 × AckWait passed: some may have been deleted from the stream); messages
 // that arrive meanwhile wait in their keys' queues, sorted by sequence.
-func (e *Engine) startRecovery(ctx context.Context) error {
+//
+// hold is the hold the recovery replaces (nil at start): if another hold or
+// recovery replaced it meanwhile, this one is dropped, since it read the
+// consumer before whatever caused the newer one.
+func (e *Engine) startRecovery(ctx context.Context, hold *recovery) error {
 	ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	info, err := e.cons.Info(ictx)
@@ -584,6 +631,12 @@ func (e *Engine) startRecovery(ctx context.Context) error {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.recovering != hold {
+		return nil // superseded
+	}
+	if hold != nil {
+		hold.timer.Stop() // replaced below
+	}
 	r := &recovery{upTo: info.Delivered.Stream, pending: uint64(info.NumAckPending), seen: map[uint64]struct{}{}}
 	r.timer = time.AfterFunc(2*e.ackWait, func() {
 		e.mu.Lock()
@@ -728,7 +781,7 @@ const fetchPoll = 250 * time.Millisecond
 // fetch reads the iterator until it is closed, handing messages to accept.
 func (e *Engine) fetch(iter jetstream.MessagesContext) error {
 	for {
-		jm, err := iter.Next(jetstream.NextMaxWait(fetchPoll))
+		jm, err := iter.Next(jetstream.NextMaxWait(e.fetchWait()))
 		if err != nil {
 			switch {
 			case errors.Is(err, nats.ErrTimeout):
@@ -746,6 +799,18 @@ func (e *Engine) fetch(iter jetstream.MessagesContext) error {
 		}
 		e.accept(jm)
 	}
+}
+
+// fetchWait is how long one Next waits: fetchPoll, or with PullExpiry
+// longer than the iterator's missed-heartbeat check (2 × PullExpiry/2), so
+// that a pull request lost with a cluster node (no 408 ever comes back) is
+// noticed and replaced. Without it the iterator counts the lost request as
+// outstanding and never pulls again.
+func (e *Engine) fetchWait() time.Duration {
+	if e.opts.PullExpiry > 0 {
+		return e.opts.PullExpiry + time.Second
+	}
+	return fetchPoll
 }
 
 func (e *Engine) isStopping() bool {
@@ -773,28 +838,28 @@ func (e *Engine) accept(jm jetstream.Msg) {
 	}
 	m.Key = e.opts.Key(m)
 	kind := e.opts.Kind(m)
-	if m.NumDelivered > 1 {
+	skip := e.opts.Skip != nil && e.opts.Skip(m)
+	if m.NumDelivered > 1 && !skip {
 		e.opts.Observer.OnRedelivery(kind)
 	}
 	now := time.Now()
 
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if cs := md.Sequence.Consumer; cs > e.lastConsumerSeq {
-		if e.lastConsumerSeq != 0 && cs > e.lastConsumerSeq+1 && e.recovering == nil && !e.stopping {
-			// Deliveries between the two never arrived. They come back
-			// only after AckWait, and newer messages of their keys must
-			// not overtake them: hold every key, as after a reconnect,
-			// until the consumer says which are unacknowledged.
-			e.holdLocked()
-			e.log.Warn().Uint64("from", e.lastConsumerSeq+1).Uint64("to", cs-1).
-				Msg("deliveries lost before they reached this worker; holding every key until they are redelivered")
-			go e.afterReconnect()
-		}
-		e.lastConsumerSeq = cs
+	if !e.stopping {
+		e.checkDeliveryLocked(jm.Headers().Get(pinIDHeader), md.Sequence.Consumer)
 	}
 	if r := e.recovering; r != nil && m.NumDelivered > 1 && m.StreamSeq <= r.upTo {
 		r.seen[m.StreamSeq] = struct{}{}
+	}
+	if skip {
+		e.settled[m.StreamSeq] = struct{}{} // acknowledged here: another partition's
+		e.mu.Unlock()
+		if err := jm.Ack(); err != nil {
+			e.log.Warn().Err(err).Str("subject", m.Subject).Uint64("seq", m.StreamSeq).Msg("ack of another partition's message failed; it will be redelivered")
+		}
+		e.mu.Lock() // for the deferred unlock
+		return
 	}
 	if it, ok := e.held[m.StreamSeq]; ok {
 		it.msg = jm

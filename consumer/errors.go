@@ -39,6 +39,12 @@ var ErrShutdownTimeout = errors.New("in-flight handlers cancelled at shutdown ti
 // StartServer when a setting cannot work.
 var ErrInvalidConfig = errors.New("invalid configuration")
 
+// ErrPartitionsMismatch is returned by Group.Run (and so Service.Run) when
+// another live worker announces a different Config.Partitions: the two
+// would read different sets of partition consumers and both handle every
+// key. Every worker of a deployment must use the same partition count.
+var ErrPartitionsMismatch = errors.New("workers disagree on the partition count")
+
 // ErrConflict is returned (wrapped together with the jetstream error, so
 // errors.Is also matches jetstream.ErrKeyExists or
 // jetstream.ErrKeyRevisionMismatch) by View.CompareAndSet when the key

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -74,6 +73,17 @@ type Config struct {
 	// KVHistory is how many revisions per key the state buckets keep
 	// (default 1, at most 64). Compare-and-set needs only the latest.
 	KVHistory int
+	// Partitions is how many partitions the workers share (default 1: one
+	// durable consumer, one worker at a time consumes). Above 1 every
+	// partition has its own pinned consumer; see the package doc.
+	Partitions int
+	// PinnedTTL is how long the server keeps a partition pinned to a
+	// worker that stopped pulling (default 10s, at least 3s: workers pull
+	// every PinnedTTL/3, and a pull lasts at least 1s).
+	PinnedTTL time.Duration
+	// MemberTTL is how long a partitioned worker counts as alive after its
+	// last heartbeat in the members bucket (default 10s, at least 1s).
+	MemberTTL time.Duration
 }
 
 // DefaultConfig returns the configuration with every default filled in.
@@ -115,6 +125,15 @@ func (c Config) withDefaults() Config {
 	if c.KVHistory == 0 {
 		c.KVHistory = DefaultKVHistory
 	}
+	if c.Partitions == 0 {
+		c.Partitions = DefaultPartitions
+	}
+	if c.PinnedTTL == 0 {
+		c.PinnedTTL = DefaultPinnedTTL
+	}
+	if c.MemberTTL == 0 {
+		c.MemberTTL = DefaultMemberTTL
+	}
 	return c
 }
 
@@ -144,6 +163,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: max ack pending %d: want at least 1", ErrInvalidConfig, c.MaxAckPending)
 	case c.KVHistory < 1 || c.KVHistory > 64:
 		return fmt.Errorf("%w: kv history %d: want 1 to 64", ErrInvalidConfig, c.KVHistory)
+	case c.Partitions < 1 || c.Partitions > MaxPartitions:
+		return fmt.Errorf("%w: partitions %d: want 1 to %d", ErrInvalidConfig, c.Partitions, MaxPartitions)
+	case c.PinnedTTL < 3*time.Second:
+		return fmt.Errorf("%w: pinned ttl %s: want at least 3s", ErrInvalidConfig, c.PinnedTTL)
+	case c.MemberTTL < time.Second:
+		return fmt.Errorf("%w: member ttl %s: want at least 1s", ErrInvalidConfig, c.MemberTTL)
 	}
 	for _, s := range []struct {
 		name   string
@@ -230,7 +255,9 @@ type Resources struct {
 	Telemetry  jetstream.Stream
 	Verdicts   jetstream.Stream
 	DLQ        jetstream.Stream
-	Consumer   jetstream.Consumer // the durable pull consumer on Telemetry
+	Consumer   jetstream.Consumer   // the durable pull consumer on Telemetry (partition 0's when partitioned)
+	Partitions []jetstream.Consumer // one consumer per partition (just Consumer when not partitioned)
+	Members    jetstream.KeyValue   // the members bucket; nil when not partitioned
 	Baselines  jetstream.KeyValue
 	Usage      jetstream.KeyValue
 	Quality    jetstream.KeyValue
@@ -278,21 +305,9 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) (*Resour
 		*s.dst = st
 	}
 
-	cons, err := res.Telemetry.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable:       cfg.Durable,
-		Description:   "toolsentry workers: guards over telemetry",
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       cfg.AckWait,
-		MaxDeliver:    -1,
-		MaxAckPending: cfg.MaxAckPending,
-		FilterSubject: cfg.TelemetrySubjects(),
-		Metadata:      map[string]string{MaxDeliverMetadata: strconv.Itoa(cfg.MaxDeliver)},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("provisioning consumer %s on %s: %w", cfg.Durable, cfg.TelemetryStream(), err)
+	if err := provisionConsumers(ctx, js, res); err != nil {
+		return nil, err
 	}
-	res.Consumer = cons
 
 	buckets := []struct {
 		dst  *jetstream.KeyValue

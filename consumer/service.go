@@ -26,6 +26,9 @@ type ServiceOptions struct {
 	// Directives configures the projector of directives in force
 	// (directives.go).
 	Directives DirectivesOptions
+	// Member names this worker among the workers that share the
+	// partitions when Config.Partitions > 1 (default DefaultMember()).
+	Member string
 }
 
 // Service is a running toolsentry worker: resources provisioned, state
@@ -34,7 +37,8 @@ type ServiceOptions struct {
 type Service struct {
 	Resources *Resources
 	Store     *Store
-	Engine    *Engine
+	Engine    *Engine // the engine of a single worker; nil when partitioned
+	Group     *Group  // the partitioned worker; nil when Config.Partitions is 1
 
 	pub      *publisher.Publisher
 	ready    atomic.Bool
@@ -55,7 +59,7 @@ func StartService(ctx context.Context, nc *nats.Conn, opts ServiceOptions) (*Ser
 	if err != nil {
 		return nil, fmt.Errorf("creating jetstream context: %w", err)
 	}
-	res, err := Provision(ctx, js, opts.Config)
+	res, err := provision(ctx, js, opts.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -76,25 +80,41 @@ func StartService(ctx context.Context, nc *nats.Conn, opts ServiceOptions) (*Ser
 		cfg := res.Config
 		opts.Engine.DeadLetterSubject = func(_, reason string) string { return cfg.DeadLetterSubject(reason) }
 	}
-	eng, err := New(js, res.Consumer, proc, opts.Engine)
+	s := &Service{Resources: res, Store: store, pub: pub}
+	if res.Config.Partitions > 1 {
+		if opts.Member == "" {
+			opts.Member = DefaultMember()
+		}
+		if opts.Engine.OnPinned == nil {
+			opts.Engine.OnPinned = store.CatchUp
+		}
+		s.Group, err = NewGroup(js, res, proc, opts.Member, opts.Engine)
+	} else {
+		s.Engine, err = New(js, res.Consumer, proc, opts.Engine)
+	}
 	if err != nil {
 		store.Close()
 		return nil, err
 	}
-	s := &Service{Resources: res, Store: store, Engine: eng, pub: pub}
 	if s.directives, err = startServiceDirectives(ctx, js, res, opts); err != nil {
 		store.Close()
 		return nil, err
 	}
 	s.ready.Store(true)
-	zerolog.Ctx(ctx).Info().Str("stream", res.Config.TelemetryStream()).Str("consumer", res.Config.Durable).Msg("streams, buckets and consumer ready")
+	zerolog.Ctx(ctx).Info().Str("stream", res.Config.TelemetryStream()).Str("consumer", res.Config.Durable).
+		Int("partitions", res.Config.Partitions).Int("replicas", res.Config.Replicas).Msg("streams, buckets and consumer ready")
 	return s, nil
 }
 
 // Run consumes until ctx is cancelled or Close is called; see Engine.Run.
 func (s *Service) Run(ctx context.Context) error {
 	defer s.runDirectives(ctx)()
-	err := s.Engine.Run(ctx)
+	var err error
+	if s.Group != nil {
+		err = s.Group.Run(ctx)
+	} else {
+		err = s.Engine.Run(ctx)
+	}
 	if errors.Is(err, ErrClosed) {
 		return nil
 	}
@@ -112,7 +132,13 @@ func (s *Service) Close() error {
 	if s.stopping.Swap(true) {
 		return nil
 	}
-	err := errors.Join(s.Engine.Close(), s.closeDirectives())
+	var err error
+	if s.Group != nil {
+		err = s.Group.Close()
+	} else {
+		err = s.Engine.Close()
+	}
+	err = errors.Join(err, s.closeDirectives())
 	s.Store.Close()
 	if errors.Is(err, ErrClosed) {
 		err = nil

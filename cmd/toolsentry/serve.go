@@ -89,7 +89,7 @@ Processing:
                           (TOOLSENTRY_MAX_DELIVER, default 5)
   --telemetry-max-age D   how long telemetry is kept for replay; 0 keeps it forever
                           (TOOLSENTRY_TELEMETRY_MAX_AGE, default 720h0m0s)
-  --shutdown-timeout D    how long a shutdown waits for in-flight events
+` + scaleUsage + `  --shutdown-timeout D    how long a shutdown waits for in-flight events
                           (TOOLSENTRY_SHUTDOWN_TIMEOUT, default 10s)
   --signing-key FILE      nkeys seed file (from ` + "`toolsentry keygen`" + `) to sign every verdict with;
                           empty publishes unsigned verdicts (TOOLSENTRY_SIGNING_KEY, default "")
@@ -109,6 +109,9 @@ Examples:
   TOOLSENTRY_LOG_LEVEL=debug toolsentry serve --config /etc/toolsentry/serve.yaml --replicas 3
   nats pub --jetstream toolsentry.telemetry.schema.crm=2Elookup "$(cat observation.json)"
   toolsentry watch
+
+  # three workers on a NATS cluster share 6 partitions (R3 streams and buckets)
+  toolsentry serve --nats-url nats://n1:4222,nats://n2:4222 --replicas 3 --partitions 6 --member w1
 `,
 		run: runServe,
 	})
@@ -146,6 +149,7 @@ type serveFlags struct {
 	ackWait, telemetryMaxAge, shutdownTimeout time.Duration
 	logLevel, logFormat                       string
 	signingKey                                string
+	scale                                     *scaleFlags
 }
 
 // serveStarted, when set (by tests), is called once the service is ready
@@ -162,6 +166,9 @@ func runServe(ctx context.Context, args []string, io stdio) error {
 		return usageErrorf("serve takes no arguments, got %q", fs.Args())
 	}
 	if _, err := f.conn.names(); err != nil {
+		return err
+	}
+	if err := f.scale.check(); err != nil {
 		return err
 	}
 	log, err := newLogger(io.err, f.logLevel, f.logFormat)
@@ -193,6 +200,7 @@ func newServeFlagSet(f *serveFlags, errOut io.Writer) *flag.FlagSet {
 	fs.StringVar(&f.logLevel, "log-level", env("TOOLSENTRY_LOG_LEVEL", "info"), "")
 	fs.StringVar(&f.logFormat, "log-format", env("TOOLSENTRY_LOG_FORMAT", "auto"), "")
 	fs.StringVar(&f.signingKey, "signing-key", env(envSigningKey, ""), "")
+	f.scale = addScaleFlags(fs)
 	return fs
 }
 
@@ -304,7 +312,7 @@ func serve(ctx context.Context, f serveFlags, io stdio) error {
 		}()
 	}
 
-	s, err := consumer.StartService(ctx, nc, consumer.ServiceOptions{
+	so := consumer.ServiceOptions{
 		Config: consumer.Config{
 			Prefix:          f.conn.prefix,
 			Replicas:        f.replicas,
@@ -314,7 +322,9 @@ func serve(ctx context.Context, f serveFlags, io stdio) error {
 		},
 		Engine:    consumer.Options{Workers: f.workers, ShutdownTimeout: f.shutdownTimeout, Observer: m, Kind: metricKind},
 		Processor: consumer.ProcessorOptions{Verdicts: m, Signer: signer},
-	})
+	}
+	f.scale.apply(&so)
+	s, err := consumer.StartService(ctx, nc, so)
 	if err != nil {
 		return err
 	}

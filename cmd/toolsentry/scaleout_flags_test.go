@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolsentry/toolsentry/consumer/natstest"
+	"github.com/toolsentry/toolsentry/events"
+)
+
+// serve --nats-url with --partitions joins the workers that share them:
+// one pinned consumer per partition, the member announced, verdicts out.
+func TestServePartitioned(t *testing.T) {
+	_, url := natstest.RunServer(t)
+	t.Setenv("TOOLSENTRY_PARTITIONS", "2") // the flag below wins over it
+	started := make(chan [2]string, 1)
+	serveStarted = func(n, h string) { started <- [2]string{n, h} }
+	t.Cleanup(func() { serveStarted = nil })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	logs := &lockedBuffer{}
+	go func() {
+		done <- run(ctx, []string{"serve", "--nats-url", url, "--http", "127.0.0.1:0", "--log-format", "json",
+			"--partitions", "3", "--member", "worker-a", "--member-ttl", "2s", "--pinned-ttl", "3s"},
+			stdio{in: strings.NewReader(""), out: io.Discard, err: logs})
+	}()
+	select {
+	case <-started:
+	case err := <-done:
+		t.Fatalf("serve stopped: %v\n%s", err, logs)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("serve not ready in 30s\n%s", logs)
+	}
+
+	js := natstest.JetStream(t, url)
+	pctx, pcancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer pcancel()
+	for _, name := range []string{"toolsentry-workers-0of3", "toolsentry-workers-1of3", "toolsentry-workers-2of3"} {
+		c, err := js.Consumer(pctx, "TOOLSENTRY_TELEMETRY", name)
+		if err != nil {
+			t.Fatalf("consumer %s: %v", name, err)
+		}
+		if cfg := c.CachedInfo().Config; cfg.PriorityPolicy != jetstream.PriorityPolicyPinned || cfg.PinnedTTL != 3*time.Second {
+			t.Errorf("consumer %s: %v, pinned ttl %s", name, cfg.PriorityPolicy, cfg.PinnedTTL)
+		}
+	}
+	kv, err := js.KeyValue(pctx, "toolsentry-members")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := kv.Status(pctx); err != nil || st.TTL() != 2*time.Second {
+		t.Errorf("members bucket TTL: %v %v", st, err)
+	}
+	natstest.Eventually(t, 10*time.Second, "worker-a announced", func() bool {
+		_, err := kv.Get(pctx, "worker-a")
+		return err == nil
+	})
+
+	body := `{"specversion":"1.0","id":"o1","source":"agent","type":"` + events.TypeSchemaObserved + `","datacontenttype":"application/json","data":{"tool_id":"crm.lookup","version":"1","tool":{"name":"lookup","inputSchema":{"type":"object"}}}}`
+	if _, err := js.Publish(pctx, "toolsentry.telemetry.schema.crm=2Elookup", []byte(body)); err != nil {
+		t.Fatal(err)
+	}
+	// Bad input is dead-lettered once, by the partition it belongs to, not
+	// once per partition consumer that reads it.
+	for _, subject := range []string{"toolsentry.telemetry.invocation.crm=2Elookup", "toolsentry.telemetry.bogus"} {
+		if _, err := js.Publish(pctx, subject, []byte("not a cloudevent")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func(stream string) uint64 {
+		s, err := js.Stream(pctx, stream)
+		if err != nil {
+			return 0
+		}
+		info, err := s.Info(pctx)
+		if err != nil {
+			return 0
+		}
+		return info.State.Msgs
+	}
+	natstest.Eventually(t, 20*time.Second, "a verdict and two dead letters", func() bool {
+		return count("TOOLSENTRY_VERDICTS") == 1 && count("TOOLSENTRY_DLQ") == 2
+	})
+	for i := range 3 {
+		natstest.Eventually(t, 10*time.Second, "every partition consumer settled", func() bool {
+			c, err := js.Consumer(pctx, "TOOLSENTRY_TELEMETRY", fmt.Sprintf("toolsentry-workers-%dof3", i))
+			if err != nil {
+				return false
+			}
+			info, err := c.Info(pctx)
+			return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+		})
+	}
+	if n := count("TOOLSENTRY_DLQ"); n != 2 {
+		t.Errorf("%d dead letters, want 2", n)
+	}
+
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve: %v\n%s", err, logs)
+	}
+	if _, err := kv.Get(pctx, "worker-a"); err == nil {
+		t.Error("worker-a still announced after it stopped")
+	}
+}
+
+func TestServeScaleFlagErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"serve", "--partitions", "0"},
+		{"serve", "--partitions", "65"},
+		{"serve", "--pinned-ttl", "1s"},
+		{"serve", "--member-ttl", "100ms"},
+		{"serve", "--partitions", "many"},
+	} {
+		_, stderr, code := runCmd(t, "", args...)
+		if code != 2 || stderr == "" {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and a message", args, code, stderr)
+		}
+	}
+}
