@@ -87,8 +87,10 @@ func TestDeployAccountsPermissions(t *testing.T) {
 	srv := startSecuredServer(t, accountsConf)
 	url := srv.ClientURL()
 
+	// A partitioned worker, as deploy/ runs them: its partition consumers
+	// and members bucket are within the worker's permissions too.
 	w := startServeArgs(t, "--nats-url", url, "--nats-user", "worker", "--nats-password", pw["worker"],
-		"--nats-inbox-prefix", "_INBOX_workers", "--http", "127.0.0.1:0", "--log-format", "json")
+		"--nats-inbox-prefix", "_INBOX_workers", "--http", "127.0.0.1:0", "--log-format", "json", "--partitions", "2")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

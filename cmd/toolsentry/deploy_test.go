@@ -91,6 +91,9 @@ func TestDeployComposeRunsRealServe(t *testing.T) {
 			if f.replicas != 3 {
 				t.Errorf("compose %s: --replicas %d, want 3", name, f.replicas)
 			}
+			if f.scale.partitions < 2 {
+				t.Errorf("compose %s: --partitions %d: two workers on one consumer break per-tool order", name, f.scale.partitions)
+			}
 			for _, n := range []string{"nats-1", "nats-2", "nats-3"} {
 				if !strings.Contains(f.conn.url.value, "nats://"+n+":4222") {
 					t.Errorf("compose %s: --nats-url %q lacks %s", name, f.conn.url.value, n)
@@ -172,6 +175,9 @@ func TestDeployKubernetesWorker(t *testing.T) {
 	f := checkServeInvocation(t, "k8s worker", c.Args, env)
 	if f.replicas != 3 {
 		t.Errorf("k8s worker: --replicas %d, want 3", f.replicas)
+	}
+	if f.scale.partitions < 2 {
+		t.Errorf("k8s worker: --partitions %d: replicated workers on one consumer break per-tool order", f.scale.partitions)
 	}
 	_, port, err := net.SplitHostPort(f.httpAddr)
 	if err != nil {
