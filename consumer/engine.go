@@ -218,6 +218,7 @@ type item struct {
 	m         *Message      // as of the first delivery; read-only once handed to a worker
 	kind      string
 	touched   time.Time // last arrival or progress ack; guarded by Engine.mu
+	arrived   time.Time // last arrival (delivery or redelivery); guarded by Engine.mu
 }
 
 // keyState is the FIFO of one key. At most one worker owns a key at a time
@@ -514,6 +515,13 @@ func (e *Engine) watchConnection(ctx context.Context) {
 				}
 				e.mu.Unlock()
 			case nats.CONNECTED:
+				// A server that restarted may number deliveries from
+				// below what this worker saw: the gap check starts again
+				// from the first delivery after the reconnect (the
+				// recovery covers what was delivered before it).
+				e.mu.Lock()
+				e.lastDelivery = 0
+				e.mu.Unlock()
 				e.afterReconnect()
 			}
 		}
@@ -523,7 +531,7 @@ func (e *Engine) watchConnection(ctx context.Context) {
 // holdLocked holds every key until afterReconnect replaces the hold by a
 // recovery from the consumer's state. e.mu must be held.
 func (e *Engine) holdLocked() {
-	r := &recovery{pending: ^uint64(0), seen: map[uint64]struct{}{}}
+	r := &recovery{pending: ^uint64(0), seen: map[uint64]struct{}{}, began: time.Now()}
 	r.timer = time.AfterFunc(time.Hour, func() {}) // replaced by afterReconnect
 	e.recovering = r
 }
@@ -604,6 +612,9 @@ type recovery struct {
 	pending uint64
 	seen    map[uint64]struct{}
 	timer   *time.Timer
+	// began is when the hold began: deliveries since are known to the
+	// server as unacknowledged.
+	began time.Time
 }
 
 // startRecovery looks at the consumer before consuming. Messages delivered
@@ -637,7 +648,10 @@ func (e *Engine) startRecovery(ctx context.Context, hold *recovery) error {
 	if hold != nil {
 		hold.timer.Stop() // replaced below
 	}
-	r := &recovery{upTo: info.Delivered.Stream, pending: uint64(info.NumAckPending), seen: map[uint64]struct{}{}}
+	r := &recovery{upTo: info.Delivered.Stream, pending: uint64(info.NumAckPending), seen: map[uint64]struct{}{}, began: time.Now()}
+	if hold != nil {
+		r.began = hold.began
+	}
 	r.timer = time.AfterFunc(2*e.ackWait, func() {
 		e.mu.Lock()
 		defer e.mu.Unlock()
@@ -680,9 +694,13 @@ func (e *Engine) watchRecovery(ctx context.Context, r *recovery) {
 		case e.recovering != r:
 		case e.accountedLocked(info.AckFloor.Stream, r.upTo):
 			e.endRecoveryLocked("every message delivered before the hold is held, awaited or acknowledged by this worker")
-		case info.NumAckPending <= len(e.held):
-			// Every message held is unacknowledged on the server (acks
-			// leave held first), so none of the server's is elsewhere.
+		case info.NumAckPending <= e.heldSinceLocked(r.began):
+			// Every message delivered to this worker since the hold began
+			// is unacknowledged on the server (acks leave held first), so
+			// none of the server's is elsewhere. Messages delivered before
+			// do not count: a server that restarted may have forgotten
+			// delivering them, and would then count a message lost on the
+			// way in their place.
 			e.endRecoveryLocked("every unacknowledged message is held by this worker")
 		}
 		e.mu.Unlock()
@@ -729,6 +747,18 @@ func (e *Engine) accountedLocked(floor, upTo uint64) bool {
 		return false
 	}
 	return true
+}
+
+// heldSinceLocked counts the held messages that arrived at or after t.
+// e.mu must be held.
+func (e *Engine) heldSinceLocked(t time.Time) int {
+	n := 0
+	for _, it := range e.held {
+		if !it.arrived.Before(t) {
+			n++
+		}
+	}
+	return n
 }
 
 // maxSettled bounds Engine.settled between recoveries.
@@ -864,10 +894,10 @@ func (e *Engine) accept(jm jetstream.Msg) {
 	if it, ok := e.held[m.StreamSeq]; ok {
 		it.msg = jm
 		it.delivered = max(it.delivered, m.NumDelivered)
-		it.touched = now
+		it.touched, it.arrived = now, now
 		return
 	}
-	it := &item{msg: jm, delivered: m.NumDelivered, m: m, kind: kind, touched: now}
+	it := &item{msg: jm, delivered: m.NumDelivered, m: m, kind: kind, touched: now, arrived: now}
 	e.held[m.StreamSeq] = it
 	ks := e.keys[m.Key]
 	if ks == nil {
@@ -1080,7 +1110,7 @@ func (e *Engine) retry(it *item, delivered uint64) {
 		// head of its key, instead of waiting for a delivery that came.
 		m := *it.m
 		m.NumDelivered = it.delivered
-		again := &item{msg: it.msg, delivered: it.delivered, m: &m, kind: it.kind, touched: time.Now()}
+		again := &item{msg: it.msg, delivered: it.delivered, m: &m, kind: it.kind, touched: time.Now(), arrived: it.arrived}
 		e.held[m.StreamSeq] = again
 		ks.insert(again)
 		return
