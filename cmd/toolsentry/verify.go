@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -257,33 +258,68 @@ func verifyStream(ctx context.Context, js jetstream.JetStream, names events.Name
 	if ci, err := cons.Info(ctx); err == nil && ci.NumPending == 0 && ci.Delivered.Consumer == 0 {
 		return auditor.End(endSeq), nil // nothing in the window
 	}
-	for {
-		nctx, cancel := context.WithTimeout(ctx, verifyIdleTimeout)
-		msg, err := it.Next(jetstream.NextContext(nctx))
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return publisher.AuditReport{}, ctx.Err()
+
+	// Messages are checked (decoded, digested, signatures verified) on
+	// every core, and taken into the audit in stream order by one
+	// goroutine.
+	workers := runtime.GOMAXPROCS(0)
+	slots := make(chan struct{}, workers)
+	ordered := make(chan *verifyJob, 4*workers)
+	applied := make(chan struct{})
+	go func() {
+		defer close(applied)
+		for j := range ordered {
+			<-j.done
+			auditor.AddChecked(j.c)
+			if progress != nil {
+				progress(j.seq, last)
 			}
-			return publisher.AuditReport{}, fmt.Errorf("reading %s: %w", names.VerdictsStream(), err)
 		}
-		md, err := msg.Metadata()
-		if err != nil {
-			return publisher.AuditReport{}, fmt.Errorf("reading %s: %w", names.VerdictsStream(), err)
+	}()
+	readErr := func() error {
+		for {
+			nctx, cancel := context.WithTimeout(ctx, verifyIdleTimeout)
+			msg, err := it.Next(jetstream.NextContext(nctx))
+			cancel()
+			if err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return fmt.Errorf("reading %s: %w", names.VerdictsStream(), err)
+			}
+			md, err := msg.Metadata()
+			if err != nil {
+				return fmt.Errorf("reading %s: %w", names.VerdictsStream(), err)
+			}
+			seq := md.Sequence.Stream
+			if seq > last {
+				return nil // published after the audit began
+			}
+			j := &verifyJob{seq: seq, done: make(chan struct{})}
+			slots <- struct{}{}
+			go func() {
+				defer func() { <-slots; close(j.done) }()
+				j.c = auditor.Check(seq, msg.Subject(), msg.Headers(), msg.Data())
+			}()
+			ordered <- j
+			if seq == last || md.NumPending == 0 {
+				return nil
+			}
 		}
-		seq := md.Sequence.Stream
-		if seq > last {
-			break // published after the audit began
-		}
-		auditor.Add(seq, msg.Subject(), msg.Headers(), msg.Data())
-		if progress != nil {
-			progress(seq, last)
-		}
-		if seq == last || md.NumPending == 0 {
-			break
-		}
+	}()
+	close(ordered)
+	<-applied
+	if readErr != nil {
+		return publisher.AuditReport{}, readErr
 	}
 	return auditor.End(endSeq), nil
+}
+
+// verifyJob is one message being checked; done is closed when c is set.
+type verifyJob struct {
+	seq  uint64
+	c    publisher.Checked
+	done chan struct{}
 }
 
 // printVerifyReport writes the report for people.
