@@ -336,7 +336,7 @@ func printVerifyReport(w io.Writer, names events.Names, r publisher.AuditReport,
 	if r.Verdicts == 0 {
 		b.WriteString("no verdicts\n")
 	} else {
-		fmt.Fprintf(&b, "%d verdicts, seq %d-%d, in %d chains; %d with a valid signature\n", r.Verdicts, r.FirstSeq, r.LastSeq, r.Chains, r.Signed)
+		fmt.Fprintf(&b, "%s, seq %d-%d, in %s; %d with a valid signature\n", verifyCount(r.Verdicts, "verdict"), r.FirstSeq, r.LastSeq, verifyCount(r.Chains, "chain"), r.Signed)
 	}
 	if r.StreamFirstSeq > 1 && opts.fromSeq == 0 && opts.since.IsZero() {
 		fmt.Fprintf(&b, "the stream starts at seq %d: earlier verdicts expired or were purged (`verify --from-seq %d` anchors the chains there)\n", r.StreamFirstSeq, r.StreamFirstSeq)
@@ -376,6 +376,14 @@ func printVerifyReport(w io.Writer, names events.Names, r publisher.AuditReport,
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// verifyCount writes n and the noun, in the plural unless n is 1.
+func verifyCount(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }
 
 // verifyProgress draws "verify: seq N of M" on a terminal, at most every
