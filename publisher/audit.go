@@ -3,6 +3,7 @@ package publisher
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 
@@ -95,10 +96,20 @@ type AuditReport struct {
 	StreamFirstSeq uint64 `json:"stream_first_seq,omitempty"`
 	// Anchored is AuditOptions.Anchored.
 	Anchored bool `json:"anchored"`
+	// Heads are the last verdict of each chain: its stream sequence and
+	// digest. Kept outside the stream, they let a later audit check that
+	// no chain lost its newest verdicts.
+	Heads map[string]ChainHead `json:"heads"`
 	// Counts counts the problems by kind.
 	Counts map[ProblemKind]int `json:"counts"`
 	// Problems are every finding, by sequence.
 	Problems []Problem `json:"problems"`
+}
+
+// ChainHead is the last verdict of a chain in an audit.
+type ChainHead struct {
+	Seq    uint64 `json:"seq"`
+	Digest string `json:"digest"`
 }
 
 // OK reports whether the audit found nothing wrong.
@@ -328,11 +339,11 @@ func (a *Auditor) End(lastSeq uint64) AuditReport {
 	for _, p := range r.Problems {
 		r.Counts[p.Kind]++
 	}
-	keys := make(map[string]int, len(r.Keys))
-	for k, n := range r.Keys {
-		keys[k] = n
+	r.Keys = maps.Clone(r.Keys)
+	r.Heads = make(map[string]ChainHead, len(a.chains))
+	for chain, h := range a.chains {
+		r.Heads[chain] = ChainHead{Seq: h.seq, Digest: h.digest}
 	}
-	r.Keys = keys
 	return r
 }
 

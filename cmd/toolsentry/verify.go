@@ -65,9 +65,9 @@ What a chain cannot show: the deletion of the newest verdicts of a chain
 (nothing follows them to break), or a stream deleted and rebuilt from a
 prefix of its verdicts. Deleting messages leaves gaps in the stream's
 sequences, which verify reports, while the stream lives. To detect the
-rest, record the chains' heads outside the stream now and then (for
-example this command's --json report, kept elsewhere) and check later that
-each recorded head is still there.
+rest, record the chains' heads outside the stream now and then (the
+"heads" of this command's --json report: each chain's last sequence and
+digest, kept elsewhere) and check later that each is still there.
 
 Flags:
   --pubkey KEY    trust signatures by KEY: a public key (N..., as printed by
