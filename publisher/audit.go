@@ -3,6 +3,7 @@ package publisher
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 
@@ -95,10 +96,20 @@ type AuditReport struct {
 	StreamFirstSeq uint64 `json:"stream_first_seq,omitempty"`
 	// Anchored is AuditOptions.Anchored.
 	Anchored bool `json:"anchored"`
+	// Heads are the last verdict of each chain: its stream sequence and
+	// digest. Kept outside the stream, they let a later audit check that
+	// no chain lost its newest verdicts.
+	Heads map[string]ChainHead `json:"heads"`
 	// Counts counts the problems by kind.
 	Counts map[ProblemKind]int `json:"counts"`
 	// Problems are every finding, by sequence.
 	Problems []Problem `json:"problems"`
+}
+
+// ChainHead is the last verdict of a chain in an audit.
+type ChainHead struct {
+	Seq    uint64 `json:"seq"`
+	Digest string `json:"digest"`
 }
 
 // OK reports whether the audit found nothing wrong.
@@ -108,8 +119,8 @@ func (r AuditReport) OK() bool { return len(r.Problems) == 0 }
 // each verdict's signature (VerifyVerdict) and each chain's links (the
 // link of a verdict must be the digest of the previous verdict of its
 // chain in the stream), and gaps in the stream's sequences. It holds one
-// entry per chain and per digest seen (about 60 bytes per verdict). It is
-// not safe for concurrent use; it does no I/O.
+// entry per chain and per digest seen (about 60 bytes per verdict). It does
+// no I/O.
 //
 // What a chain cannot show: the deletion of the newest verdicts of a chain
 // leaves no successor to break (a truncated tail looks like a chain that
@@ -121,6 +132,10 @@ func (r AuditReport) OK() bool { return len(r.Problems) == 0 }
 // signed and stored elsewhere, such as a transparency log or the auditor's
 // own records) lets a later audit check that each recorded head is still
 // in the stream, and where its chain continues.
+//
+// Add is not safe for concurrent use; Check is, and AddChecked takes its
+// results in stream order, so the decoding and the signatures can be
+// checked on every core while the chains advance in order.
 type Auditor struct {
 	opts     AuditOptions
 	report   AuditReport
@@ -154,8 +169,45 @@ func NewAuditor(opts AuditOptions) *Auditor {
 func (a *Auditor) problem(p Problem) { a.problems = append(a.problems, p) }
 
 // Add audits the message at stream sequence seq. Messages must come in
-// increasing stream order.
+// increasing stream order. It is AddChecked(Check(...)).
 func (a *Auditor) Add(seq uint64, subject string, header map[string][]string, data []byte) {
+	a.AddChecked(a.Check(seq, subject, header, data))
+}
+
+// Checked is the part of a message's audit that does not depend on the
+// other messages: its decoding and its signature. Check computes it and
+// AddChecked takes it into the audit.
+type Checked struct {
+	seq     uint64
+	subject string
+	ev      events.Event
+	decode  error // not a valid verdict
+	v       Verification
+	verify  error // VerifyVerdict's error
+}
+
+// Check decodes the message at stream sequence seq and verifies its
+// signature. It is safe for concurrent use (it reads only the options),
+// so that a caller can check several messages at once and hand the
+// results to AddChecked in stream order.
+func (a *Auditor) Check(seq uint64, subject string, header map[string][]string, data []byte) Checked {
+	c := Checked{seq: seq, subject: subject}
+	if c.ev, c.decode = a.opts.Names.Decode(subject, header, data); c.decode != nil {
+		return c
+	}
+	if c.ev.Kind.Class() != events.ClassVerdicts {
+		c.decode = fmt.Errorf("type %s is not a verdict type", c.ev.Type)
+		return c
+	}
+	c.v, c.verify = VerifyVerdict(data, a.opts.Trusted)
+	return c
+}
+
+// AddChecked takes a checked message into the audit: its signature's
+// verdict, its chain link and the sequences before it. Messages must come
+// in increasing stream order.
+func (a *Auditor) AddChecked(c Checked) {
+	seq := c.seq
 	if a.report.FirstSeq == 0 {
 		a.report.FirstSeq = seq
 		if a.nextSeq == 0 || a.nextSeq > seq {
@@ -169,18 +221,12 @@ func (a *Auditor) Add(seq uint64, subject string, header map[string][]string, da
 	a.report.LastSeq = seq
 	a.report.Verdicts++
 
-	ev, err := a.opts.Names.Decode(subject, header, data)
-	if err != nil {
-		a.problem(Problem{Seq: seq, Kind: ProblemTampered, Subject: subject, Reason: "not a valid verdict: " + err.Error()})
+	if c.decode != nil {
+		a.problem(Problem{Seq: seq, Kind: ProblemTampered, Subject: c.subject, Reason: "not a valid verdict: " + c.decode.Error()})
 		return
 	}
-	p := Problem{Seq: seq, Chain: ev.ChainKey(), ID: ev.ID, Subject: subject}
-	if ev.Kind.Class() != events.ClassVerdicts {
-		p.Kind, p.Reason = ProblemTampered, "not a verdict: a "+ev.Kind.String()+" event"
-		a.problem(p)
-		return
-	}
-	v, err := VerifyVerdict(data, a.opts.Trusted)
+	p := Problem{Seq: seq, Chain: c.ev.ChainKey(), ID: c.ev.ID, Subject: c.subject}
+	v, err := c.v, c.verify
 	switch {
 	case err == nil:
 		a.report.Signed++
@@ -293,11 +339,11 @@ func (a *Auditor) End(lastSeq uint64) AuditReport {
 	for _, p := range r.Problems {
 		r.Counts[p.Kind]++
 	}
-	keys := make(map[string]int, len(r.Keys))
-	for k, n := range r.Keys {
-		keys[k] = n
+	r.Keys = maps.Clone(r.Keys)
+	r.Heads = make(map[string]ChainHead, len(a.chains))
+	for chain, h := range a.chains {
+		r.Heads[chain] = ChainHead{Seq: h.seq, Digest: h.digest}
 	}
-	r.Keys = keys
 	return r
 }
 

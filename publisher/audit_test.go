@@ -108,8 +108,16 @@ func TestAuditCleanChains(t *testing.T) {
 	if !r.OK() {
 		t.Fatalf("problems in a clean stream: %+v", r.Problems)
 	}
+	head := func(i int) publisher.ChainHead {
+		d, err := events.VerdictDigest(msgs[i-1].msg.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return publisher.ChainHead{Seq: uint64(i), Digest: d}
+	}
 	want := publisher.AuditReport{Verdicts: 6, Chains: 3, Signed: 6, Keys: map[string]int{s.PublicKey(): 6},
-		FirstSeq: 1, LastSeq: 6, Counts: map[publisher.ProblemKind]int{}}
+		FirstSeq: 1, LastSeq: 6, Counts: map[publisher.ProblemKind]int{},
+		Heads: map[string]publisher.ChainHead{"schema/crm.lookup": head(6), "composition/crm.lookup": head(5), "schema/billing": head(4)}}
 	if diff := cmp.Diff(want, r); diff != "" {
 		t.Errorf("report (-want +got):\n%s", diff)
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -64,9 +65,9 @@ What a chain cannot show: the deletion of the newest verdicts of a chain
 (nothing follows them to break), or a stream deleted and rebuilt from a
 prefix of its verdicts. Deleting messages leaves gaps in the stream's
 sequences, which verify reports, while the stream lives. To detect the
-rest, record the chains' heads outside the stream now and then (for
-example this command's --json report, kept elsewhere) and check later that
-each recorded head is still there.
+rest, record the chains' heads outside the stream now and then (the
+"heads" of this command's --json report: each chain's last sequence and
+digest, kept elsewhere) and check later that each is still there.
 
 Flags:
   --pubkey KEY    trust signatures by KEY: a public key (N..., as printed by
@@ -257,33 +258,68 @@ func verifyStream(ctx context.Context, js jetstream.JetStream, names events.Name
 	if ci, err := cons.Info(ctx); err == nil && ci.NumPending == 0 && ci.Delivered.Consumer == 0 {
 		return auditor.End(endSeq), nil // nothing in the window
 	}
-	for {
-		nctx, cancel := context.WithTimeout(ctx, verifyIdleTimeout)
-		msg, err := it.Next(jetstream.NextContext(nctx))
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return publisher.AuditReport{}, ctx.Err()
+
+	// Messages are checked (decoded, digested, signatures verified) on
+	// every core, and taken into the audit in stream order by one
+	// goroutine.
+	workers := runtime.GOMAXPROCS(0)
+	slots := make(chan struct{}, workers)
+	ordered := make(chan *verifyJob, 4*workers)
+	applied := make(chan struct{})
+	go func() {
+		defer close(applied)
+		for j := range ordered {
+			<-j.done
+			auditor.AddChecked(j.c)
+			if progress != nil {
+				progress(j.seq, last)
 			}
-			return publisher.AuditReport{}, fmt.Errorf("reading %s: %w", names.VerdictsStream(), err)
 		}
-		md, err := msg.Metadata()
-		if err != nil {
-			return publisher.AuditReport{}, fmt.Errorf("reading %s: %w", names.VerdictsStream(), err)
+	}()
+	readErr := func() error {
+		for {
+			nctx, cancel := context.WithTimeout(ctx, verifyIdleTimeout)
+			msg, err := it.Next(jetstream.NextContext(nctx))
+			cancel()
+			if err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return fmt.Errorf("reading %s: %w", names.VerdictsStream(), err)
+			}
+			md, err := msg.Metadata()
+			if err != nil {
+				return fmt.Errorf("reading %s: %w", names.VerdictsStream(), err)
+			}
+			seq := md.Sequence.Stream
+			if seq > last {
+				return nil // published after the audit began
+			}
+			j := &verifyJob{seq: seq, done: make(chan struct{})}
+			slots <- struct{}{}
+			go func() {
+				defer func() { <-slots; close(j.done) }()
+				j.c = auditor.Check(seq, msg.Subject(), msg.Headers(), msg.Data())
+			}()
+			ordered <- j
+			if seq == last || md.NumPending == 0 {
+				return nil
+			}
 		}
-		seq := md.Sequence.Stream
-		if seq > last {
-			break // published after the audit began
-		}
-		auditor.Add(seq, msg.Subject(), msg.Headers(), msg.Data())
-		if progress != nil {
-			progress(seq, last)
-		}
-		if seq == last || md.NumPending == 0 {
-			break
-		}
+	}()
+	close(ordered)
+	<-applied
+	if readErr != nil {
+		return publisher.AuditReport{}, readErr
 	}
 	return auditor.End(endSeq), nil
+}
+
+// verifyJob is one message being checked; done is closed when c is set.
+type verifyJob struct {
+	seq  uint64
+	c    publisher.Checked
+	done chan struct{}
 }
 
 // printVerifyReport writes the report for people.
@@ -300,7 +336,7 @@ func printVerifyReport(w io.Writer, names events.Names, r publisher.AuditReport,
 	if r.Verdicts == 0 {
 		b.WriteString("no verdicts\n")
 	} else {
-		fmt.Fprintf(&b, "%d verdicts, seq %d-%d, in %d chains; %d with a valid signature\n", r.Verdicts, r.FirstSeq, r.LastSeq, r.Chains, r.Signed)
+		fmt.Fprintf(&b, "%s, seq %d-%d, in %s; %d with a valid signature\n", verifyCount(r.Verdicts, "verdict"), r.FirstSeq, r.LastSeq, verifyCount(r.Chains, "chain"), r.Signed)
 	}
 	if r.StreamFirstSeq > 1 && opts.fromSeq == 0 && opts.since.IsZero() {
 		fmt.Fprintf(&b, "the stream starts at seq %d: earlier verdicts expired or were purged (`verify --from-seq %d` anchors the chains there)\n", r.StreamFirstSeq, r.StreamFirstSeq)
@@ -340,6 +376,14 @@ func printVerifyReport(w io.Writer, names events.Names, r publisher.AuditReport,
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// verifyCount writes n and the noun, in the plural unless n is 1.
+func verifyCount(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }
 
 // verifyProgress draws "verify: seq N of M" on a terminal, at most every

@@ -214,6 +214,10 @@ func TestVerifyCleanChain(t *testing.T) {
 	if r.Verdicts != 6 || r.Chains != 3 || r.Signed != 6 || r.Keys[public] != 6 || r.FirstSeq != 1 || r.LastSeq != 6 {
 		t.Errorf("report %+v", r)
 	}
+	if h := r.Heads; len(h) != 3 || h["schema/crm.lookup"].Seq != 6 || h["composition/crm.lookup"].Seq != 5 || h["schema/billing"].Seq != 4 ||
+		h["schema/crm.lookup"].Digest != c.heads["schema/crm.lookup"] {
+		t.Errorf("heads %+v", h)
+	}
 
 	out, errOut, code := runCtx(testCtx(t, cmdTimeout), "", "verify", "--pubkey", public, "--nats-url", srv.url)
 	if code != 0 {
