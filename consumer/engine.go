@@ -449,6 +449,9 @@ func (e *Engine) run(ctx context.Context) error {
 
 	e.mu.Lock()
 	e.stopping = true
+	if r := e.recovering; r != nil {
+		r.timer.Stop() // a stopping engine runs no key again
+	}
 	e.mu.Unlock()
 	e.wake()
 	iter.Drain()
@@ -642,8 +645,8 @@ func (e *Engine) startRecovery(ctx context.Context, hold *recovery) error {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.recovering != hold {
-		return nil // superseded
+	if e.recovering != hold || e.stopping {
+		return nil // superseded, or the engine stops
 	}
 	if hold != nil {
 		hold.timer.Stop() // replaced below
@@ -789,7 +792,7 @@ func (e *Engine) pruneSettledLocked() {
 // endRecoveryLocked lets every key run again. e.mu must be held.
 func (e *Engine) endRecoveryLocked(why string) {
 	r := e.recovering
-	if r == nil {
+	if r == nil || e.stopping {
 		return
 	}
 	r.timer.Stop()

@@ -150,6 +150,9 @@ func runWatch(ctx context.Context, args []string, sio stdio) error {
 
 	nc, js, err := conn.connect(ctx, "toolsentry watch", nats.MaxReconnects(-1))
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // interrupted while connecting: a clean exit
+		}
 		return err
 	}
 	defer nc.Close()
@@ -159,6 +162,9 @@ func runWatch(ctx context.Context, args []string, sio stdio) error {
 	}
 	cons, err := js.OrderedConsumer(ctx, names.VerdictsStream(), cfg)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // interrupted before the first verdict: a clean exit
+		}
 		return conn.notProvisioned(err, "stream "+names.VerdictsStream())
 	}
 	return watchVerdicts(ctx, cons, names, opts, sio)
