@@ -104,7 +104,7 @@ func (p *Processor) publish(ctx context.Context, verdicts, telemetry []events.Me
 	if len(verdicts) == 0 && len(telemetry) == 0 {
 		return nil
 	}
-	b, tb := p.pub.NewBatch(), p.pub.NewBatch()
+	b := p.pub.NewBatch()
 	for _, v := range verdicts {
 		v, err := p.sign(v)
 		if err != nil {
@@ -114,14 +114,22 @@ func (p *Processor) publish(ctx context.Context, verdicts, telemetry []events.Me
 			return fmt.Errorf("publishing verdict %s: %w", v.ID, err)
 		}
 	}
+	// Checkpoints go in a batch of their own, so that the stream's count
+	// of duplicates below is the verdicts' alone.
+	var tb *publisher.Batch
+	if len(telemetry) > 0 {
+		tb = p.pub.NewBatch()
+	}
 	for _, t := range telemetry {
 		if err := tb.Publish(ctx, t.Subject, t.ID, nats.Header(t.Header), t.Data); err != nil {
 			return fmt.Errorf("publishing %s: %w", t.Subject, err)
 		}
 	}
 	res, err := b.Wait(ctx)
-	if _, terr := tb.Wait(ctx); terr != nil {
-		err = errors.Join(err, fmt.Errorf("storing %d telemetry events: %w", len(telemetry), terr))
+	if tb != nil {
+		if _, terr := tb.Wait(ctx); terr != nil {
+			err = errors.Join(err, fmt.Errorf("storing %d telemetry events: %w", len(telemetry), terr))
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("storing %d verdicts: %w", len(verdicts), err)
