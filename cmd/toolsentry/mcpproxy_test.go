@@ -385,12 +385,9 @@ func TestDirectiveHookAnswersHaltsAsMCPErrors(t *testing.T) {
 // textOf is the text of a tool's answer.
 func textOf(t *testing.T, res *mcp.CallToolResult) string {
 	t.Helper()
-	if len(res.Content) != 1 {
-		t.Fatalf("answer with %d contents", len(res.Content))
+	text, err := mcptest.Text(res)
+	if err != nil {
+		t.Fatal(err)
 	}
-	tc, ok := res.Content[0].(*mcp.TextContent)
-	if !ok {
-		t.Fatalf("answer %T, not text", res.Content[0])
-	}
-	return tc.Text
+	return text
 }

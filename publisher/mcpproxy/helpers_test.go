@@ -369,16 +369,14 @@ func eventually(t *testing.T, msg string, cond func() bool) {
 	natstest.Eventually(t, 20*time.Second, msg, cond)
 }
 
+// textOf is the text of a tool's answer.
 func textOf(t *testing.T, res *mcp.CallToolResult) string {
 	t.Helper()
-	if len(res.Content) != 1 {
-		t.Fatalf("result has %d contents, want 1", len(res.Content))
+	text, err := mcptest.Text(res)
+	if err != nil {
+		t.Fatal(err)
 	}
-	tc, ok := res.Content[0].(*mcp.TextContent)
-	if !ok {
-		t.Fatalf("result content is %T, want text", res.Content[0])
-	}
-	return tc.Text
+	return text
 }
 
 var errNoEvent = errors.New("no such event")

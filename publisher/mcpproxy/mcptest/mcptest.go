@@ -16,6 +16,7 @@ package mcptest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 
@@ -99,4 +100,17 @@ func NewServer(opts Options) *mcp.Server {
 // the input ends.
 func Serve(ctx context.Context, opts Options) error {
 	return NewServer(opts).Run(ctx, &mcp.StdioTransport{})
+}
+
+// Text returns the one text content of a tool's answer, or an error naming
+// what the answer holds instead.
+func Text(res *mcp.CallToolResult) (string, error) {
+	if len(res.Content) != 1 {
+		return "", fmt.Errorf("result has %d contents, want 1", len(res.Content))
+	}
+	tc, ok := res.Content[0].(*mcp.TextContent)
+	if !ok {
+		return "", fmt.Errorf("result content is %T, want text", res.Content[0])
+	}
+	return tc.Text, nil
 }
