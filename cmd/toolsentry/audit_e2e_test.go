@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,7 +13,8 @@ import (
 	"github.com/toolsentry/toolsentry/publisher"
 )
 
-// TestServeChainsVerdictsEndToEnd: serve signs and chains the verdicts the
+// TestServeChainsVerdictsEndToEnd: serve, given --signing-key through the
+// environment, signs and chains the verdicts the
 // core produces (observations, agents' drift, workflows and contracts), the
 // recorded stream verifies clean, and deleting one verdict from the middle
 // of a tool's chain is reported as a break at its successor.
@@ -72,6 +74,9 @@ func TestServeChainsVerdictsEndToEnd(t *testing.T) {
 	// support: 4 in schema/crm.lookup; w1 and c-b2: 2 in composition/etl.
 	if r.Verdicts != 6 || r.Chains != 2 || r.Signed != 6 || !r.OK() || code != 0 {
 		t.Fatalf("exit %d, report %+v\n%s\n%s", code, r, problemList(r), s.logs)
+	}
+	if !strings.Contains(s.logs.String(), "signing verdicts") {
+		t.Errorf("serve did not log its signing key:\n%s", s.logs)
 	}
 
 	// Delete the second verdict of the tool's chain.

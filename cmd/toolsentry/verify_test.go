@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
@@ -371,45 +370,6 @@ func TestVerifyUsage(t *testing.T) {
 	_, errOut, code := runCtx(testCtx(t, cmdTimeout), "", "verify", "--nats-url", srv.url, "--prefix", "other")
 	if code != 1 || !strings.Contains(errOut, "does not exist") {
 		t.Errorf("unprovisioned prefix: exit %d, %s", code, errOut)
-	}
-}
-
-// TestServeSignsVerdicts runs serve with --signing-key (from the
-// environment) and verifies what it published. Each tool here gets one
-// verdict, so every verdict starts its chain.
-func TestServeSignsVerdicts(t *testing.T) {
-	seedFile, pubFile, _ := keygenFiles(t)
-	t.Setenv(envSigningKey, seedFile)
-	s := startServe(t, "")
-	nc, err := nats.Connect(s.natsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := testCtx(t, cmdTimeout)
-	for i, tool := range []string{"crm.lookup", "billing.charge"} {
-		m, err := events.Names{}.NewSchemaObserved(events.Meta{ID: fmt.Sprintf("obs-%d", i), Source: "test", Time: verdictTime},
-			events.SchemaObserved{ToolID: tool, Version: "1", Tool: &events.MCPTool{Name: "lookup", InputSchema: json.RawMessage(`{"type":"object"}`)}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		publishMsg(t, ctx, js, m)
-	}
-	var r publisher.AuditReport
-	deadline := time.Now().Add(cmdTimeout)
-	for r.Verdicts < 2 && time.Now().Before(deadline) {
-		r, _ = verifyRun(t, s.natsURL, "--pubkey", pubFile)
-		time.Sleep(20 * time.Millisecond)
-	}
-	if r.Verdicts != 2 || r.Signed != 2 || !r.OK() {
-		t.Errorf("report %+v\n%s\n%s", r, problemList(r), s.logs)
-	}
-	if !strings.Contains(s.logs.String(), "signing verdicts") {
-		t.Errorf("serve did not log its signing key:\n%s", s.logs)
 	}
 }
 
