@@ -14,10 +14,10 @@ import (
 )
 
 // TestServeChainsVerdictsEndToEnd: serve, given --signing-key through the
-// environment, signs and chains the verdicts the
-// core produces (observations, agents' drift, workflows and contracts), the
-// recorded stream verifies clean, and deleting one verdict from the middle
-// of a tool's chain is reported as a break at its successor.
+// environment, signs and chains the verdicts the core produces
+// (observations, agents' drift, workflows and contracts), the recorded
+// stream verifies clean, and deleting one verdict from the middle of a
+// tool's chain is reported as a break at its successor.
 func TestServeChainsVerdictsEndToEnd(t *testing.T) {
 	seedFile, pubFile, _ := keygenFiles(t)
 	t.Setenv(envSigningKey, seedFile)
