@@ -8,6 +8,10 @@ import (
 	"github.com/toolsentry/toolsentry/guards"
 )
 
+// UnversionedTool is the version of a tool observed in a tools/list
+// result: MCP tools carry no version of their own.
+const UnversionedTool = "unversioned"
+
 // applySchema handles a schema observation: one tool, or every tool of a
 // tools/list result.
 //
@@ -27,10 +31,6 @@ import (
 // observation per tool (ids derived from the list's id and the tool's name,
 // so a redelivery republishes the same ones), published as telemetry, and
 // each tool's lane applies its own: one writer per tool, in stream order.
-// UnversionedTool is the version of a tool observed in a tools/list
-// result: MCP tools carry no version of their own.
-const UnversionedTool = "unversioned"
-
 func (c *Core) applySchema(st State, in Input) (Effects, error) {
 	obs := in.Event.SchemaObserved
 	var eff Effects
