@@ -555,12 +555,12 @@ func (e *Engine) afterReconnect() {
 		if err == nil {
 			break
 		}
-		if e.opts.PriorityGroup == "" || hold == nil {
+		if hold == nil {
 			e.log.Warn().Err(err).Msg("after a reconnect: cannot read the consumer; keys go on")
 			break
 		}
-		// A partition's keys are not let go blind: another worker may hold
-		// earlier messages of them.
+		// Held keys are not let go blind: the server may still redeliver
+		// earlier messages of them (or another worker may hold them).
 		e.log.Warn().Err(err).Msg("after a reconnect or a new pin: cannot read the consumer; keys stay held, retrying")
 		time.Sleep(time.Second)
 		e.mu.Lock()
@@ -626,9 +626,10 @@ type recovery struct {
 // are delivered at once: handled in that order, a key's events would be
 // applied out of stream order, and the state's "last applied sequence" would
 // then skip the older ones. So when the consumer has unacknowledged
-// messages at start, no key runs until they have all been redelivered (or
-// 2 × AckWait passed: some may have been deleted from the stream); messages
-// that arrive meanwhile wait in their keys' queues, sorted by sequence.
+// messages at start, no key runs until they have all been redelivered;
+// messages that arrive meanwhile wait in their keys' queues, sorted by
+// sequence. After 2 × AckWait only the keys of the messages still missing
+// wait for them (narrowRecovery).
 //
 // hold is the hold the recovery replaces (nil at start): if another hold or
 // recovery replaced it meanwhile, this one is dropped, since it read the
@@ -655,13 +656,7 @@ func (e *Engine) startRecovery(ctx context.Context, hold *recovery) error {
 	if hold != nil {
 		r.began = hold.began
 	}
-	r.timer = time.AfterFunc(2*e.ackWait, func() {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		if e.recovering == r {
-			e.endRecoveryLocked("the wait for an earlier worker's unacknowledged messages timed out")
-		}
-	})
+	r.timer = time.AfterFunc(2*e.ackWait, func() { e.narrowRecovery(r) })
 	e.recovering = r
 	e.log.Warn().Int("unacknowledged", info.NumAckPending).Uint64("up_to_seq", r.upTo).Dur("ack_wait", e.ackWait).
 		Msg("an earlier worker left messages unacknowledged; holding every key until they are redelivered, to keep per-key order")
@@ -716,9 +711,9 @@ func (e *Engine) watchRecovery(ctx context.Context, r *recovery) {
 // server's unacknowledged messages instead is not enough: after a server
 // restart, or when a delivery was dropped, the count can match while the
 // messages differ.) A sequence acknowledged by an earlier worker is never
-// accounted for here; the recovery then ends on its timer, 2 × AckWait
-// after it began, when every message still unacknowledged has been
-// redelivered. It also prunes settled at the floor. e.mu must be held.
+// accounted for here; the recovery then narrows on its timer, 2 × AckWait
+// after it began (narrowRecovery). It also prunes settled at the floor.
+// e.mu must be held.
 func (e *Engine) accountedLocked(floor, upTo uint64) bool {
 	for seq := range e.settled {
 		if seq <= floor {
@@ -801,6 +796,156 @@ func (e *Engine) endRecoveryLocked(why string) {
 	for key, ks := range e.keys {
 		e.scheduleLocked(key, ks)
 	}
+}
+
+// narrowRecovery ends a recovery that has not accounted for every
+// message delivered before its hold within 2 × AckWait: the server has not
+// redelivered them all (it redelivers late after a restart, or another
+// worker holds them), or some were acknowledged by another worker. Instead
+// of letting every key go on blind, it reads the keys of the messages still
+// unaccounted for from the stream and makes each of those keys await its
+// message, as after a nak (see heartbeat: an awaited message is waited for
+// until it is redelivered, acknowledged below the ack floor or deleted);
+// every other key runs again. If the stream cannot be read it tries again
+// a second later, keys still held.
+func (e *Engine) narrowRecovery(r *recovery) {
+	e.mu.Lock()
+	active := e.recovering == r && !e.stopping
+	e.mu.Unlock()
+	if !active {
+		return
+	}
+	missing, err := e.unaccounted(r)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.recovering != r || e.stopping {
+		return
+	}
+	if err != nil {
+		e.log.Warn().Err(err).Msg("recovery: cannot read the messages still unaccounted for; keys stay held, retrying")
+		r.timer = time.AfterFunc(time.Second, func() { e.narrowRecovery(r) })
+		return
+	}
+	now := time.Now()
+	keys := map[string]struct{}{}
+	for _, u := range missing {
+		if _, ok := e.held[u.seq]; ok {
+			continue // arrived meanwhile
+		}
+		if _, ok := e.settled[u.seq]; ok {
+			continue
+		}
+		ks := e.keys[u.key]
+		if ks == nil {
+			ks = &keyState{}
+			e.keys[u.key] = ks
+		}
+		ks.addAwait(await{seq: u.seq, redeliverAt: now, giveUpAt: now.Add(e.ackWait)})
+		keys[u.key] = struct{}{}
+	}
+	if len(keys) > 0 {
+		e.log.Warn().Int("messages", len(missing)).Int("keys", len(keys)).
+			Msg("recovery: messages delivered before the hold are still unacknowledged; their keys wait for them, the others run again")
+	}
+	e.endRecoveryLocked("every message delivered before the hold is held, awaited or acknowledged, or its key waits for it")
+}
+
+// unaccountedMsg is a message a recovery waits for, and its key.
+type unaccountedMsg struct {
+	seq uint64
+	key string
+}
+
+// unaccounted returns the messages in (ack floor, delivered] that the
+// engine neither holds, awaits nor settled, with their keys, read from the
+// stream (headers only: Options.Key and Skip see the subject and headers).
+// Messages deleted from the stream and other partitions' messages are left
+// out: nothing of theirs can overtake a key's newer messages here.
+func (e *Engine) unaccounted(r *recovery) ([]unaccountedMsg, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	info, err := e.cons.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading consumer %s: %w", e.cons.CachedInfo().Name, err)
+	}
+	e.mu.Lock()
+	r.upTo = max(r.upTo, info.Delivered.Stream)
+	need := e.unaccountedLocked(info.AckFloor.Stream, r.upTo)
+	e.mu.Unlock()
+	if len(need) == 0 {
+		return nil, nil
+	}
+	first, last := need[0], need[len(need)-1]
+	want := make(map[uint64]struct{}, len(need))
+	for _, seq := range need {
+		want[seq] = struct{}{}
+	}
+	oc, err := e.js.OrderedConsumer(ctx, info.Stream, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:   first,
+		HeadersOnly:   true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading %s from sequence %d: %w", info.Stream, first, err)
+	}
+	var out []unaccountedMsg
+	for next := first; next <= last; {
+		batch, err := oc.Fetch(int(min(last-next+1, 1024)), jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			return nil, fmt.Errorf("reading %s from sequence %d: %w", info.Stream, next, err)
+		}
+		n := 0
+		for jm := range batch.Messages() {
+			n++
+			md, err := jm.Metadata()
+			if err != nil {
+				continue
+			}
+			seq := md.Sequence.Stream
+			next = max(next, seq+1)
+			if _, ok := want[seq]; !ok {
+				continue
+			}
+			m := &Message{Subject: jm.Subject(), Header: jm.Headers(), Stream: info.Stream, StreamSeq: seq, Timestamp: md.Timestamp}
+			m.Key = e.opts.Key(m)
+			if e.opts.Skip != nil && e.opts.Skip(m) {
+				continue
+			}
+			out = append(out, unaccountedMsg{seq: seq, key: m.Key})
+		}
+		if err := batch.Error(); err != nil {
+			return nil, fmt.Errorf("reading %s from sequence %d: %w", info.Stream, next, err)
+		}
+		if n == 0 {
+			break // the rest was deleted
+		}
+	}
+	return out, nil
+}
+
+// unaccountedLocked lists, in order, the sequences in (floor, upTo] that
+// are neither held, awaited nor settled. e.mu must be held.
+func (e *Engine) unaccountedLocked(floor, upTo uint64) []uint64 {
+	awaited := map[uint64]struct{}{}
+	for _, ks := range e.keys {
+		for _, a := range ks.awaits {
+			awaited[a.seq] = struct{}{}
+		}
+	}
+	var out []uint64
+	for seq := floor + 1; seq <= upTo; seq++ {
+		if _, ok := e.held[seq]; ok {
+			continue
+		}
+		if _, ok := e.settled[seq]; ok {
+			continue
+		}
+		if _, ok := awaited[seq]; ok {
+			continue
+		}
+		out = append(out, seq)
+	}
+	return out
 }
 
 // fetchPoll bounds each wait for a message. The iterator decides whether
@@ -962,7 +1107,10 @@ func (e *Engine) runKey(ctx context.Context, key string) {
 	for n := 0; ; n++ {
 		e.mu.Lock()
 		ks := e.keys[key]
-		if e.stopping || !ks.eligible() {
+		// A hold or recovery that began while this worker ran the key
+		// stops it too: a newer message may have arrived before an older
+		// one that the hold waits for. endRecoveryLocked schedules it again.
+		if e.stopping || e.recovering != nil || !ks.eligible() {
 			ks.scheduled = false
 			e.forgetLocked(key, ks)
 			e.mu.Unlock()
