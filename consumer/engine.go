@@ -51,7 +51,9 @@ type Options struct {
 	// (nats.go #1929).
 	PullMaxMessages int
 	// Key returns the ordering key of a message (default LastToken).
-	// Messages of one key are handled one at a time in stream order.
+	// Messages of one key are handled one at a time in stream order. Key
+	// and Skip must depend on the subject and headers alone: a recovery
+	// reads the messages it waits for without their data.
 	Key func(*Message) string
 	// Kind returns the metrics label of a message (default KindToken).
 	Kind func(*Message) string
