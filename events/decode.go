@@ -89,7 +89,7 @@ func (n Names) Decode(subject string, header map[string][]string, body []byte) (
 // envelope is a CloudEvent before its attributes are checked: every
 // attribute in canonical string form, and the data as a decoded JSON value.
 type envelope struct {
-	attrs   map[string]string
+	attrs   attrSet
 	data    any
 	hasData bool
 	args    FieldTypes // the summary of data.arguments, if the data has them
@@ -166,7 +166,7 @@ func readStructured(body []byte, declared bool) (*envelope, error) {
 	if sv, ok := obj["specversion"]; !ok || sv == nil {
 		return nil, fmt.Errorf("%w: structured mode: attribute specversion missing", notCE)
 	}
-	env := &envelope{attrs: make(map[string]string, len(obj)), args: args}
+	env := &envelope{args: args}
 	data, hasData := obj["data"]
 	b64, hasB64 := obj["data_base64"]
 	if hasB64 && b64 == nil {
@@ -205,7 +205,7 @@ func readStructured(body []byte, declared bool) (*envelope, error) {
 		if err != nil {
 			return nil, err
 		}
-		env.attrs[strings.Clone(name)] = strings.Clone(s) // see str
+		env.attrs.set(strings.Clone(name), strings.Clone(s)) // see str
 	}
 	return env, nil
 }
@@ -234,30 +234,24 @@ func parseData(raw []byte) (any, FieldTypes, error) {
 	return v, args, nil
 }
 
-// coreAttrs are the attributes of CloudEvents 1.0 itself: all of them are
-// strings in the JSON format.
-var coreAttrs = map[string]bool{
-	"specversion": true, "id": true, "source": true, "type": true,
-	"subject": true, "time": true, "datacontenttype": true, "dataschema": true,
-}
-
 // attrString returns a structured-mode attribute value in its canonical
-// string form: core attributes must be JSON strings; extensions may also be
-// booleans and integers (the CloudEvents type system has no other JSON
-// form).
+// string form: core attributes (coreAttrNames), all of them strings in the
+// JSON format, must be JSON strings; extensions may also be booleans and
+// integers (the CloudEvents type system has no other JSON form).
 func attrString(name string, v any) (string, error) {
+	core := coreAttr(name) >= 0
 	switch x := v.(type) {
 	case string:
 		return x, nil
 	case bool:
-		if !coreAttrs[name] {
+		if !core {
 			if x {
 				return "true", nil
 			}
 			return "false", nil
 		}
 	case json.Number:
-		if !coreAttrs[name] {
+		if !core {
 			lit := string(x)
 			if !isCEInteger(lit) {
 				return "", fmt.Errorf("%w: attribute %s: %s is not a CloudEvents Integer (32-bit, no fraction or exponent)", ErrSpecViolation, name, lit)
@@ -265,7 +259,7 @@ func attrString(name string, v any) (string, error) {
 			return lit, nil
 		}
 	}
-	if coreAttrs[name] {
+	if core {
 		return "", fmt.Errorf("%w: attribute %s: want a string, got %s", ErrSpecViolation, name, jsonKind(v))
 	}
 	return "", fmt.Errorf("%w: attribute %s: want a string, boolean or integer, got %s", ErrSpecViolation, name, jsonKind(v))
@@ -292,7 +286,7 @@ func isCEInteger(lit string) bool {
 }
 
 func readBinary(header map[string][]string, contentType []string, body []byte) (*envelope, error) {
-	env := &envelope{attrs: make(map[string]string, len(header))}
+	env := &envelope{}
 	for hname, values := range header {
 		if len(hname) <= len(ceHeaderPrefix) || !strings.EqualFold(hname[:len(ceHeaderPrefix)], ceHeaderPrefix) {
 			continue
@@ -304,24 +298,24 @@ func readBinary(header map[string][]string, contentType []string, body []byte) (
 		if name == "data" {
 			return nil, fmt.Errorf("%w: header %q: data is not an attribute; in binary mode it is the body", ErrSpecViolation, hname)
 		}
-		if _, dup := env.attrs[name]; dup || len(values) != 1 {
+		if _, dup := env.attrs.get(name); dup || len(values) != 1 {
 			return nil, fmt.Errorf("%w: attribute %s given more than once", ErrSpecViolation, name)
 		}
 		v, err := decodeHeaderValue(values[0])
 		if err != nil {
 			return nil, fmt.Errorf("%w: header %q: %v", ErrSpecViolation, hname, err)
 		}
-		env.attrs[name] = v
+		env.attrs.set(name, v)
 	}
 	if len(contentType) == 1 {
 		ct := strings.TrimSpace(contentType[0])
-		if dct, ok := env.attrs["datacontenttype"]; ok && dct != ct {
+		if dct, ok := env.attrs.get("datacontenttype"); ok && dct != ct {
 			return nil, fmt.Errorf("%w: header ce-datacontenttype %q and Content-Type %q disagree", ErrSpecViolation, dct, ct)
 		}
-		env.attrs["datacontenttype"] = ct
+		env.attrs.set("datacontenttype", ct)
 	}
 	if len(body) > 0 {
-		if err := checkJSONContentType(env.attrs); err != nil {
+		if err := checkJSONContentType(&env.attrs); err != nil {
 			return nil, err
 		}
 		var err error
@@ -422,9 +416,9 @@ func validAttrValue(s string) bool {
 
 // checkJSONContentType accepts an absent datacontenttype (JSON is implied)
 // or a JSON media type: */json or */*+json, with parameters.
-func checkJSONContentType(attrs map[string]string) error {
-	dct, ok := attrs["datacontenttype"]
-	if !ok {
+func checkJSONContentType(attrs *attrSet) error {
+	dct, ok := attrs.get("datacontenttype")
+	if !ok || dct == "application/json" {
 		return nil
 	}
 	mt, _, err := mime.ParseMediaType(dct)
@@ -441,13 +435,18 @@ func checkJSONContentType(attrs map[string]string) error {
 // attributes checks the attributes against CloudEvents 1.0 and returns them
 // as an Event without payload.
 func (env *envelope) attributes() (Event, error) {
-	a := env.attrs
-	for name, v := range a {
-		if !validAttrValue(v) {
-			return Event{}, fmt.Errorf("%w: attribute %s: control characters are not allowed", ErrSpecViolation, name)
+	a := &env.attrs
+	for i, v := range a.core {
+		if a.isSet&(1<<i) != 0 && !validAttrValue(v) {
+			return Event{}, fmt.Errorf("%w: attribute %s: control characters are not allowed", ErrSpecViolation, coreAttrNames[i])
 		}
 	}
-	sv, ok := a["specversion"]
+	for _, x := range a.ext {
+		if !validAttrValue(x.value) {
+			return Event{}, fmt.Errorf("%w: attribute %s: control characters are not allowed", ErrSpecViolation, x.name)
+		}
+	}
+	sv, ok := a.get("specversion")
 	if !ok {
 		return Event{}, fmt.Errorf("%w: attribute specversion missing", ErrSpecViolation)
 	}
@@ -455,7 +454,7 @@ func (env *envelope) attributes() (Event, error) {
 		return Event{}, fmt.Errorf("%w: attribute specversion %q: want \"1.0\"", ErrSpecViolation, sv)
 	}
 	for _, name := range []string{"id", "source", "type"} {
-		v, ok := a[name]
+		v, ok := a.get(name)
 		if !ok {
 			return Event{}, fmt.Errorf("%w: attribute %s missing", ErrSpecViolation, name)
 		}
@@ -464,11 +463,11 @@ func (env *envelope) attributes() (Event, error) {
 		}
 	}
 	for _, name := range []string{"subject", "datacontenttype", "dataschema", "time"} {
-		if v, ok := a[name]; ok && v == "" {
+		if v, ok := a.get(name); ok && v == "" {
 			return Event{}, fmt.Errorf("%w: attribute %s is empty", ErrSpecViolation, name)
 		}
 	}
-	ev := Event{ID: a["id"], Source: a["source"], Type: a["type"], Subject: a["subject"], DataSchema: a["dataschema"]}
+	ev := Event{ID: a.core[attrID], Source: a.core[attrSource], Type: a.core[attrType], Subject: a.core[attrSubject], DataSchema: a.core[attrDataSchema]}
 	if _, err := url.Parse(ev.Source); err != nil {
 		return Event{}, fmt.Errorf("%w: attribute source %q is not a URI-reference", ErrSpecViolation, ev.Source)
 	}
@@ -477,7 +476,7 @@ func (env *envelope) attributes() (Event, error) {
 			return Event{}, fmt.Errorf("%w: attribute dataschema %q is not an absolute URI", ErrSpecViolation, ev.DataSchema)
 		}
 	}
-	if t, ok := a["time"]; ok {
+	if t, ok := a.get("time"); ok {
 		var err error
 		if ev.Time, err = parseTime(t); err != nil {
 			return Event{}, fmt.Errorf("%w: attribute time %q: %v", ErrSpecViolation, t, err)
@@ -486,14 +485,11 @@ func (env *envelope) attributes() (Event, error) {
 	if err := checkJSONContentType(a); err != nil {
 		return Event{}, err
 	}
-	for name, v := range a {
-		if coreAttrs[name] {
-			continue
+	if len(a.ext) > 0 {
+		ev.Extensions = make(map[string]string, len(a.ext))
+		for _, x := range a.ext {
+			ev.Extensions[x.name] = x.value
 		}
-		if ev.Extensions == nil {
-			ev.Extensions = make(map[string]string)
-		}
-		ev.Extensions[name] = v
 	}
 	return ev, nil
 }
