@@ -16,9 +16,11 @@ const benchData = `{"agent_id":"agent-7","tool_id":"crm.lookup","tool_version":"
 var benchInvocation = structured(invAttrs, benchData)
 
 // BenchmarkDecode measures Decode of a typical invocation, CloudEvents
-// checks and JSON Schema validation included, in both content modes; and,
-// as the yardstick on a given machine, a plain encoding/json Unmarshal of
-// the same structured body into an any (no checks at all).
+// checks and JSON Schema validation included, in both content modes; the
+// same without the fast path for invocations (path=generic, the path of
+// the other kinds); and, as the yardstick on a given machine, a plain
+// encoding/json Unmarshal of the same structured body into an any (no
+// checks at all).
 func BenchmarkDecode(b *testing.B) {
 	for _, bc := range []struct {
 		name   string
@@ -28,6 +30,10 @@ func BenchmarkDecode(b *testing.B) {
 	}{
 		{"mode=structured", map[string][]string{"Content-Type": {ContentTypeStructured}, "Nats-Msg-Id": {"e-1"}}, benchInvocation, decodeInvocation},
 		{"mode=binary", binHeader("ce-time", "2026-11-29T10:00:00Z", "Nats-Msg-Id", "e-1"), []byte(benchData), decodeInvocation},
+		{"mode=structured,path=generic", map[string][]string{"Content-Type": {ContentTypeStructured}, "Nats-Msg-Id": {"e-1"}}, benchInvocation, func(header map[string][]string, body []byte) error {
+			_, err := Names{}.decode(invSubject, header, body, false)
+			return err
+		}},
 		{"baseline=encoding-json", nil, benchInvocation, func(_ map[string][]string, body []byte) error {
 			var v any
 			return json.Unmarshal(body, &v)
@@ -55,21 +61,31 @@ func decodeInvocation(header map[string][]string, body []byte) error {
 }
 
 // BenchmarkDecodeStages splits Decode of the structured invocation into its
-// steps, to see where the time goes.
+// steps, to see where the time goes: on the fast path, reading the body
+// (attributes, and the data checked against its schema, in one pass) and
+// checking the attributes; on the generic path (path=generic, the other
+// kinds'), parsing the body into a tree, checking the attributes,
+// validating the data and reading the payload out of the tree.
 func BenchmarkDecodeStages(b *testing.B) {
-	env, err := readEnvelope(nil, benchInvocation)
+	env, err := readEnvelope(nil, benchInvocation, KindUnknown)
 	if err != nil {
 		b.Fatal(err)
+	}
+	fastEnv, ok := readStructuredInvocation(benchInvocation)
+	if !ok {
+		b.Fatal("the fast path does not read the benchmark's invocation")
 	}
 	for _, st := range []struct {
 		name string
 		run  func()
 	}{
 		{"step=subject", func() { _, _ = ParseSubject(invSubject) }},
-		{"step=parse", func() { _, _, _ = parseJSONSummarizing(benchInvocation, structuredArguments) }},
-		{"step=attributes", func() { _, _ = env.attributes() }},
-		{"step=validate", func() { _ = schemas.Validate(schemas.ToolInvocationV1, env.data) }},
-		{"step=payload", func() { ev := Event{Kind: KindInvocation}; _, _, _ = ev.setPayload(env.data, env.args) }},
+		{"step=read", func() { _, _ = readStructuredInvocation(benchInvocation) }},
+		{"step=attributes", func() { _, _ = fastEnv.attributes() }},
+		{"path=generic/step=parse", func() { _, _, _ = parseJSONSummarizing(benchInvocation, structuredArguments) }},
+		{"path=generic/step=attributes", func() { _, _ = env.attributes() }},
+		{"path=generic/step=validate", func() { _ = schemas.Validate(schemas.ToolInvocationV1, env.data) }},
+		{"path=generic/step=payload", func() { ev := Event{Kind: KindInvocation}; _, _, _ = ev.setPayload(env.data, env.args) }},
 	} {
 		b.Run(st.name, func(b *testing.B) {
 			b.ReportAllocs()

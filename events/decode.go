@@ -41,6 +41,12 @@ func Decode(subject string, header map[string][]string, body []byte) (Event, err
 // Decode keeps no argument values of an invocation, and no reference to
 // the body.
 func (n Names) Decode(subject string, header map[string][]string, body []byte) (Event, error) {
+	return n.decode(subject, header, body, true)
+}
+
+// decode is Decode, with or without the fast path for invocations (see
+// invocation.go); the tests compare the two.
+func (n Names) decode(subject string, header map[string][]string, body []byte, fast bool) (Event, error) {
 	addr, err := n.ParseSubject(subject)
 	if err != nil {
 		return Event{}, err
@@ -48,7 +54,11 @@ func (n Names) Decode(subject string, header map[string][]string, body []byte) (
 	if addr.Class == ClassDeadLetter {
 		return Event{}, fmt.Errorf("%w: %q is a dead-letter subject: decode the message with its %s", ErrBadSubject, subject, HeaderOriginalSubject)
 	}
-	env, err := readEnvelope(header, body)
+	fastKind := KindUnknown
+	if fast {
+		fastKind = addr.Kind
+	}
+	env, err := readEnvelope(header, body, fastKind)
 	if err != nil {
 		return Event{}, err
 	}
@@ -66,12 +76,18 @@ func (n Names) Decode(subject string, header map[string][]string, body []byte) (
 	if !env.hasData {
 		return Event{}, fmt.Errorf("%w: %s: the event has no data", ErrSchemaInvalid, ev.Kind.Schema())
 	}
-	if err := schemas.Validate(ev.Kind.Schema(), env.data); err != nil {
-		return Event{}, fmt.Errorf("%w: %v", ErrSchemaInvalid, strings.TrimPrefix(err.Error(), schemas.ErrInvalid.Error()+": "))
-	}
-	key, verdict, err := ev.setPayload(env.data, env.args)
-	if err != nil {
-		return Event{}, err
+	var key, verdict string
+	if env.inv != nil {
+		// The data was read as the subject's kind, an invocation, checked
+		// against its schema on the way; the type is that kind (see above).
+		ev.Invocation, key = env.inv, env.inv.ToolID
+	} else {
+		if err := schemas.Validate(ev.Kind.Schema(), env.data); err != nil {
+			return Event{}, fmt.Errorf("%w: %v", ErrSchemaInvalid, strings.TrimPrefix(err.Error(), schemas.ErrInvalid.Error()+": "))
+		}
+		if key, verdict, err = ev.setPayload(env.data, env.args); err != nil {
+			return Event{}, err
+		}
 	}
 	if key != addr.Key {
 		return Event{}, fmt.Errorf("%w: the payload's key %q is not the subject's key %q (subject %q)", ErrSubjectMismatch, key, addr.Key, subject)
@@ -87,12 +103,14 @@ func (n Names) Decode(subject string, header map[string][]string, body []byte) (
 }
 
 // envelope is a CloudEvent before its attributes are checked: every
-// attribute in canonical string form, and the data as a decoded JSON value.
+// attribute in canonical string form, and the data as a decoded JSON value,
+// or, when the fast path read it, as an Invocation.
 type envelope struct {
 	attrs   attrSet
 	data    any
 	hasData bool
-	args    FieldTypes // the summary of data.arguments, if the data has them
+	args    FieldTypes  // the summary of data.arguments, if the data has them
+	inv     *Invocation // the data, valid, if read by the fast path (then data and args are nil)
 }
 
 const (
@@ -100,7 +118,10 @@ const (
 	mediaStructured = "application/cloudevents+json"
 )
 
-func readEnvelope(header map[string][]string, body []byte) (*envelope, error) {
+// readEnvelope reads a message's attributes and data. The data of kind (the
+// subject's; KindUnknown for none) may be read by a fast path; only
+// invocations have one.
+func readEnvelope(header map[string][]string, body []byte, kind Kind) (envelope, error) {
 	var contentType []string
 	binary := false
 	for name, values := range header {
@@ -111,20 +132,20 @@ func readEnvelope(header map[string][]string, body []byte) (*envelope, error) {
 		}
 	}
 	if len(contentType) > 1 {
-		return nil, fmt.Errorf("%w: header Content-Type given %d times", ErrSpecViolation, len(contentType))
+		return envelope{}, fmt.Errorf("%w: header Content-Type given %d times", ErrSpecViolation, len(contentType))
 	}
 	if len(contentType) == 1 {
 		if mt := mediaType(contentType[0]); strings.HasPrefix(mt, "application/cloudevents") {
 			if mt != mediaStructured {
-				return nil, fmt.Errorf("%w: header Content-Type %q: only the JSON event format (%s) is supported", ErrSpecViolation, contentType[0], mediaStructured)
+				return envelope{}, fmt.Errorf("%w: header Content-Type %q: only the JSON event format (%s) is supported", ErrSpecViolation, contentType[0], mediaStructured)
 			}
-			return readStructured(body, true)
+			return readStructured(body, true, kind)
 		}
 	}
 	if binary {
-		return readBinary(header, contentType, body)
+		return readBinary(header, contentType, body, kind)
 	}
-	return readStructured(body, false)
+	return readStructured(body, false, kind)
 }
 
 // mediaType returns the media type of a Content-Type value, in lower case,
@@ -139,8 +160,14 @@ func mediaType(v string) string {
 
 // readStructured reads a structured-mode event. declared says whether the
 // Content-Type said so; without it, a body that is not a JSON object with a
-// specversion is not a CloudEvent at all.
-func readStructured(body []byte, declared bool) (*envelope, error) {
+// specversion is not a CloudEvent at all. An invocation's body is read in
+// one pass if readStructuredInvocation can.
+func readStructured(body []byte, declared bool, kind Kind) (envelope, error) {
+	if kind == KindInvocation {
+		if env, ok := readStructuredInvocation(body); ok {
+			return env, nil
+		}
+	}
 	notCE := ErrNotCloudEvent
 	if declared {
 		notCE = ErrSpecViolation
@@ -151,22 +178,22 @@ func readStructured(body []byte, declared bool) (*envelope, error) {
 	switch {
 	case errors.As(err, &dup):
 		if strings.HasPrefix(dup.pointer(), "/data/") {
-			return nil, fmt.Errorf("%w: data: %v", ErrSchemaInvalid, dup)
+			return envelope{}, fmt.Errorf("%w: data: %v", ErrSchemaInvalid, dup)
 		}
-		return nil, fmt.Errorf("%w: structured mode: %v", ErrSpecViolation, dup)
+		return envelope{}, fmt.Errorf("%w: structured mode: %v", ErrSpecViolation, dup)
 	case errors.As(err, &argErr):
-		return nil, fmt.Errorf("%w: arguments: %v", ErrSchemaInvalid, argErr)
+		return envelope{}, fmt.Errorf("%w: arguments: %v", ErrSchemaInvalid, argErr)
 	case err != nil:
-		return nil, fmt.Errorf("%w: structured mode: the body is not JSON: %v", notCE, err)
+		return envelope{}, fmt.Errorf("%w: structured mode: the body is not JSON: %v", notCE, err)
 	}
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return nil, fmt.Errorf("%w: structured mode: the body is a JSON %s, not an object", notCE, jsonKind(v))
+		return envelope{}, fmt.Errorf("%w: structured mode: the body is a JSON %s, not an object", notCE, jsonKind(v))
 	}
 	if sv, ok := obj["specversion"]; !ok || sv == nil {
-		return nil, fmt.Errorf("%w: structured mode: attribute specversion missing", notCE)
+		return envelope{}, fmt.Errorf("%w: structured mode: attribute specversion missing", notCE)
 	}
-	env := &envelope{args: args}
+	env := envelope{args: args}
 	data, hasData := obj["data"]
 	b64, hasB64 := obj["data_base64"]
 	if hasB64 && b64 == nil {
@@ -174,36 +201,35 @@ func readStructured(body []byte, declared bool) (*envelope, error) {
 	}
 	switch {
 	case hasData && hasB64:
-		return nil, fmt.Errorf("%w: both data and data_base64 are present", ErrSpecViolation)
+		return envelope{}, fmt.Errorf("%w: both data and data_base64 are present", ErrSpecViolation)
 	case hasData:
 		env.data, env.hasData = data, true
 	case hasB64:
 		s, ok := b64.(string)
 		if !ok {
-			return nil, fmt.Errorf("%w: data_base64: want a string, got %s", ErrSpecViolation, jsonKind(b64))
+			return envelope{}, fmt.Errorf("%w: data_base64: want a string, got %s", ErrSpecViolation, jsonKind(b64))
 		}
 		raw, err := base64.StdEncoding.Strict().DecodeString(s)
 		if err != nil {
-			return nil, fmt.Errorf("%w: data_base64: not base64: %v", ErrSpecViolation, err)
+			return envelope{}, fmt.Errorf("%w: data_base64: not base64: %v", ErrSpecViolation, err)
 		}
-		if env.data, env.args, err = parseData(raw); err != nil {
-			return nil, err
+		if err := env.readData(raw, kind); err != nil {
+			return envelope{}, err
 		}
-		env.hasData = true
 	}
 	for name, val := range obj {
 		if name == "data" || name == "data_base64" {
 			continue
 		}
 		if !validAttrName(name) {
-			return nil, fmt.Errorf("%w: attribute name %q: want a-z 0-9 only", ErrSpecViolation, name)
+			return envelope{}, fmt.Errorf("%w: attribute name %q: want a-z 0-9 only", ErrSpecViolation, name)
 		}
 		if val == nil {
 			continue // null means unset
 		}
 		s, err := attrString(name, val)
 		if err != nil {
-			return nil, err
+			return envelope{}, err
 		}
 		env.attrs.set(strings.Clone(name), strings.Clone(s)) // see str
 	}
@@ -216,6 +242,24 @@ var (
 	structuredArguments = []string{"data", "arguments"}
 	dataArguments       = []string{"arguments"}
 )
+
+// readData reads binary-mode data (or decoded data_base64) of kind, the
+// subject's: an invocation's by the fast path if it can (see invocation.go),
+// else by parseData.
+func (env *envelope) readData(raw []byte, kind Kind) error {
+	if kind == KindInvocation {
+		if inv, ok := parseInvocation(raw); ok {
+			env.inv, env.hasData = inv, true
+			return nil
+		}
+	}
+	var err error
+	if env.data, env.args, err = parseData(raw); err != nil {
+		return err
+	}
+	env.hasData = true
+	return nil
+}
 
 // parseData decodes binary-mode data (or decoded data_base64): JSON, one
 // value, no repeated member names; arguments summarised.
@@ -285,44 +329,42 @@ func isCEInteger(lit string) bool {
 	return n < 1<<31
 }
 
-func readBinary(header map[string][]string, contentType []string, body []byte) (*envelope, error) {
-	env := &envelope{}
+func readBinary(header map[string][]string, contentType []string, body []byte, kind Kind) (envelope, error) {
+	var env envelope
 	for hname, values := range header {
 		if len(hname) <= len(ceHeaderPrefix) || !strings.EqualFold(hname[:len(ceHeaderPrefix)], ceHeaderPrefix) {
 			continue
 		}
 		name := strings.ToLower(hname[len(ceHeaderPrefix):])
 		if !validAttrName(name) {
-			return nil, fmt.Errorf("%w: header %q: attribute name %q: want a-z 0-9 only", ErrSpecViolation, hname, name)
+			return envelope{}, fmt.Errorf("%w: header %q: attribute name %q: want a-z 0-9 only", ErrSpecViolation, hname, name)
 		}
 		if name == "data" {
-			return nil, fmt.Errorf("%w: header %q: data is not an attribute; in binary mode it is the body", ErrSpecViolation, hname)
+			return envelope{}, fmt.Errorf("%w: header %q: data is not an attribute; in binary mode it is the body", ErrSpecViolation, hname)
 		}
 		if _, dup := env.attrs.get(name); dup || len(values) != 1 {
-			return nil, fmt.Errorf("%w: attribute %s given more than once", ErrSpecViolation, name)
+			return envelope{}, fmt.Errorf("%w: attribute %s given more than once", ErrSpecViolation, name)
 		}
 		v, err := decodeHeaderValue(values[0])
 		if err != nil {
-			return nil, fmt.Errorf("%w: header %q: %v", ErrSpecViolation, hname, err)
+			return envelope{}, fmt.Errorf("%w: header %q: %v", ErrSpecViolation, hname, err)
 		}
 		env.attrs.set(name, v)
 	}
 	if len(contentType) == 1 {
 		ct := strings.TrimSpace(contentType[0])
 		if dct, ok := env.attrs.get("datacontenttype"); ok && dct != ct {
-			return nil, fmt.Errorf("%w: header ce-datacontenttype %q and Content-Type %q disagree", ErrSpecViolation, dct, ct)
+			return envelope{}, fmt.Errorf("%w: header ce-datacontenttype %q and Content-Type %q disagree", ErrSpecViolation, dct, ct)
 		}
 		env.attrs.set("datacontenttype", ct)
 	}
 	if len(body) > 0 {
 		if err := checkJSONContentType(&env.attrs); err != nil {
-			return nil, err
+			return envelope{}, err
 		}
-		var err error
-		if env.data, env.args, err = parseData(body); err != nil {
-			return nil, err
+		if err := env.readData(body, kind); err != nil {
+			return envelope{}, err
 		}
-		env.hasData = true
 	}
 	return env, nil
 }

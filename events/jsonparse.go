@@ -75,9 +75,9 @@ func parseJSON(b []byte) (any, error) {
 // FieldTypes are nil. Errors in the summarised object (too many fields, too
 // deep) are *argumentsError.
 func parseJSONSummarizing(b []byte, at []string) (any, FieldTypes, error) {
-	p := parserPool.Get().(*parser)
+	p := newParser(b)
 	defer p.release()
-	p.b, p.s, p.i, p.depth, p.at, p.args = b, string(b), 0, 0, at, nil
+	p.at = at
 	match := 0
 	if at == nil {
 		match = -1
@@ -97,15 +97,25 @@ func parseJSONSummarizing(b []byte, at []string) (any, FieldTypes, error) {
 	return v, p.args, nil
 }
 
-// parserPool keeps parsers' scratch stacks (pairs, keys) between calls.
+// parserPool keeps parsers' scratch stacks (pairs, keys, strs, types)
+// between calls.
 var parserPool = sync.Pool{New: func() any { return &parser{pairs: make([]pair, 0, 32)} }}
+
+// newParser returns a pooled parser at the start of b.
+func newParser(b []byte) *parser {
+	p := parserPool.Get().(*parser)
+	p.b, p.s = b, string(b)
+	return p
+}
 
 // release clears what the parser refers to and returns it to the pool: a
 // pooled parser holds no part of a document.
 func (p *parser) release() {
 	clear(p.pairs[:cap(p.pairs)])
 	clear(p.keys[:cap(p.keys)])
-	*p = parser{pairs: p.pairs[:0], keys: p.keys[:0]}
+	clear(p.strs[:cap(p.strs)])
+	clear(p.types[:cap(p.types)])
+	*p = parser{pairs: p.pairs[:0], keys: p.keys[:0], strs: p.strs[:0], types: p.types[:0]}
 	parserPool.Put(p)
 }
 
@@ -123,7 +133,10 @@ type parser struct {
 
 	at   []string   // where the object to summarise is
 	args FieldTypes // its summary, once found
-	keys []string   // member names of the summarised objects being parsed, a stack
+	keys []string   // member names of the objects being checked for repeats, a stack
+
+	strs  []string    // items of the string arrays being read by the invocation reader, a stack
+	types []typeEntry // members of argument_types read by the invocation reader, a stack
 }
 
 type pair struct {
@@ -502,22 +515,8 @@ func (p *parser) summarizeObject(path string, depth int) error {
 		if err != nil {
 			return err
 		}
-		if seen != nil {
-			if _, dup := seen[key]; dup {
-				return &pathError{path: []string{key}}
-			}
-			seen[key] = struct{}{}
-		} else {
-			if slices.Contains(p.keys[base:], key) {
-				return &pathError{path: []string{key}}
-			}
-			p.keys = append(p.keys, key)
-			if len(p.keys)-base > 16 { // a large object: no quadratic search
-				seen = make(map[string]struct{}, 64)
-				for _, k := range p.keys[base:] {
-					seen[k] = struct{}{}
-				}
-			}
+		if p.repeated(base, key, &seen) {
+			return &pathError{path: []string{key}}
 		}
 		p.skipSpace()
 		if p.i >= len(p.b) || p.b[p.i] != ':' {
@@ -553,6 +552,31 @@ func (p *parser) summarizeObject(path string, depth int) error {
 			return p.unexpected()
 		}
 	}
+}
+
+// repeated reports whether key is one of the member names of an object
+// seen so far, and adds it to them: p.keys[base:], or once the object is
+// large *seen, so that the search is not quadratic. The caller truncates
+// p.keys to base when it is done with the object.
+func (p *parser) repeated(base int, key string, seen *map[string]struct{}) bool {
+	if *seen != nil {
+		if _, dup := (*seen)[key]; dup {
+			return true
+		}
+		(*seen)[key] = struct{}{}
+		return false
+	}
+	if slices.Contains(p.keys[base:], key) {
+		return true
+	}
+	p.keys = append(p.keys, key)
+	if len(p.keys)-base > 16 {
+		*seen = make(map[string]struct{}, 64)
+		for _, k := range p.keys[base:] {
+			(*seen)[k] = struct{}{}
+		}
+	}
+	return false
 }
 
 // summarizeValue reads the value at p.i, found at path, and records its type
