@@ -176,7 +176,7 @@ func (p *parser) invocation() (*Invocation, bool) {
 			if p.i >= len(p.b) || p.b[p.i] != '{' || p.args != nil {
 				return nil, false
 			}
-			p.args = make(FieldTypes, 16)
+			p.args = make(FieldTypes, 8) // most calls have few: one group
 			ok = p.summarizeObject("", 0) == nil
 		case invArgumentTypes:
 			ok = p.argumentTypes()

@@ -292,7 +292,8 @@ func (n Names) ParseSubject(subject string) (Address, error) {
 	if !ok {
 		return Address{}, fmt.Errorf("%w: %q does not start with %q", ErrBadSubject, subject, prefix+".")
 	}
-	tokens := strings.Split(rest, ".")
+	var buf [4]string // as many tokens as a valid subject has: no allocation
+	tokens := appendTokens(buf[:0], rest)
 	switch tokens[0] {
 	case "telemetry":
 		if len(tokens) != 3 {
@@ -330,6 +331,19 @@ func (n Names) ParseSubject(subject string) (Address, error) {
 		return Address{Class: ClassDeadLetter, Reason: Reason(tokens[1])}, nil
 	}
 	return Address{}, fmt.Errorf("%w: %q: unknown class %q", ErrBadSubject, subject, tokens[0])
+}
+
+// appendTokens appends the '.'-separated tokens of s to dst, as
+// strings.Split(s, ".") returns them.
+func appendTokens(dst []string, s string) []string {
+	for {
+		i := strings.IndexByte(s, '.')
+		if i < 0 {
+			return append(dst, s)
+		}
+		dst = append(dst, s[:i])
+		s = s[i+1:]
+	}
 }
 
 // ParseSubject parses a subject with the default prefix; see Names.ParseSubject.
