@@ -111,7 +111,9 @@ func newParser(b []byte) *parser {
 // release clears what the parser refers to and returns it to the pool: a
 // pooled parser holds no part of a document.
 func (p *parser) release() {
-	clear(p.pairs[:cap(p.pairs)])
+	if p.pairsUsed { // not by the invocation reader: no need to clear 1 KiB of pointers
+		clear(p.pairs[:cap(p.pairs)])
+	}
 	clear(p.keys[:cap(p.keys)])
 	clear(p.strs[:cap(p.strs)])
 	clear(p.types[:cap(p.types)])
@@ -130,6 +132,8 @@ type parser struct {
 	i     int
 	depth int
 	pairs []pair // members of the objects being parsed, a stack
+	// pairsUsed says whether pairs were used since the parser left the pool.
+	pairsUsed bool
 
 	at   []string   // where the object to summarise is
 	args FieldTypes // its summary, once found
@@ -254,6 +258,7 @@ func (p *parser) object(match int) (any, error) {
 			return nil, err
 		}
 		p.pairs = append(p.pairs, pair{key, v})
+		p.pairsUsed = true
 		p.skipSpace()
 		if p.i >= len(p.b) {
 			return nil, p.unexpected()
