@@ -18,14 +18,15 @@ import (
 // the cost.
 //
 // The fast path only ever succeeds. On anything it is not sure of (any
-// error, and the forms it leaves alone, such as data_base64 or a number with
-// a huge exponent) it gives up, and the generic path reads the message
+// error, and the forms it leaves alone, such as data_base64 or a number
+// with a huge exponent) it gives up, and the generic path reads the message
 // from the start and returns its own error: errors are those of the
 // generic path. What the fast path accepts, the generic path accepts with
-// the same result, and the other way round: FuzzInvocationValidatorMatchesSchema
-// and FuzzDecodeFastPath compare the two, and TestInvocationValidatorFollowsSchema
-// derives edge cases from the schema document, so that a change to the
-// schema that the code below does not follow fails the tests.
+// the same result, and the other way round. The generic path is the
+// reference: FuzzInvocationValidatorMatchesSchema and FuzzDecodeFastPath
+// compare the two, and TestInvocationValidatorFollowsSchema derives edge
+// cases from the schema document, so that a change of the schema that the
+// code below does not follow fails the tests.
 
 // The members of tool.invocation.v1 data, as bits of a set.
 const (
@@ -48,12 +49,11 @@ const (
 // The string limits of tool.invocation.v1, in code points (JSON Schema's
 // minLength and maxLength count code points, not bytes).
 const (
-	invIDLen     = 128  // agent_id, tool_id, tool_version
-	invRefLen    = 256  // schema_fingerprint, trace and span ids, workflow_id, outcome.error_type
-	invPathLen   = 1024 // items of used_fields and output_fields_read, names in argument_types
-	invMaxPaths  = 1000 // items of used_fields and output_fields_read (maxItems)
-	invMaxTypes  = 1000 // members of argument_types (maxProperties)
-	maxFastExp10 = 10000
+	invIDLen    = 128  // agent_id, tool_id, tool_version
+	invRefLen   = 256  // schema_fingerprint, trace and span ids, workflow_id, outcome.error_type
+	invPathLen  = 1024 // items of used_fields and output_fields_read, names in argument_types
+	invMaxPaths = 1000 // items of used_fields and output_fields_read (maxItems)
+	invMaxTypes = 1000 // members of argument_types (maxProperties)
 )
 
 // invocationMember returns the bit of a member of invocation data, and
@@ -470,10 +470,16 @@ func (p *parser) outcome(blk *invocationBlock) bool {
 	}
 }
 
+// maxFastExp10 bounds the decimal exponent of a latency the fast path
+// reads. The JSON Schema validator turns numbers into big.Rat, which
+// refuses exponents beyond about a million (and the validator then
+// panics); within the bound, big.Rat takes every literal of up to
+// maxNumberLen characters, and its sign is that of the mantissa.
+const maxFastExp10 = 10000
+
 // latency reads latency_ms: a number, not negative, that a float64 holds
-// (as number reads it). A literal with a decimal exponent beyond
-// ±maxFastExp10 is left to the generic path: the JSON Schema validator
-// turns numbers into big.Rat, which has limits of its own there.
+// (as number reads it). A literal with an exponent beyond ±maxFastExp10 is
+// left to the generic path.
 func (p *parser) latency() (float64, bool) {
 	if p.i >= len(p.b) || !(p.b[p.i] == '-' || '0' <= p.b[p.i] && p.b[p.i] <= '9') {
 		return 0, false
