@@ -1,81 +1,58 @@
 package core
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/toolsentry/toolsentry/events"
 )
 
-// TestVerdictsAreChainedPerKey: each verdict names the digest of the
-// previous verdict of its chain (guard and key), whatever input produced
-// it: observations and agents' invocations for a tool, declarations,
-// contracts and checkpoints for a workflow.
-func TestVerdictsAreChainedPerKey(t *testing.T) {
-	h := newHarness(t) // QualityEvery: 4
-	var msgs []events.Message
-	keep := func(eff Effects) { msgs = append(msgs, eff.Verdicts...) }
-	h.core = New(Options{QualityEvery: 4})
-	run := func(kind, key, typ, data string) {
-		t.Helper()
-		h.seq++
-		tok, _ := events.KeyToken(key)
-		subject := "toolsentry.telemetry." + kind + "." + tok
-		body := `{"specversion":"1.0","id":"ev-` + string(rune('a'+h.seq%26)) + `-` + key + `","source":"test","type":"` + typ + `","data":` + data + `}`
-		queue := []events.Message{{Subject: subject, Data: []byte(body)}}
-		for len(queue) > 0 {
-			m := queue[0]
-			queue = queue[1:]
-			ev, err := events.Decode(m.Subject, m.Header, m.Data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			eff, err := h.core.Apply(h.state, Input{Event: ev, Subject: m.Subject, Seq: h.seq})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := h.state.Store(eff.Writes); err != nil {
-				t.Fatal(err)
-			}
-			keep(eff)
-			queue = append(queue, eff.Telemetry...)
-			h.seq++
-		}
-	}
-	run("contract", "x", events.TypeContract, contract("x", 0.99, "DETERMINISTIC", ""))
-	run("contract", "y", events.TypeContract, contract("y", 0.9, "DETERMINISTIC", ""))
-	run("workflow", "w", events.TypeWorkflow, `{"composition_id":"w","workflow_quality_requirement":0.5,"introduction_of_nondeterminism_acceptable":false,"policy":{"require_schema_compatibility":false},"structure":{"chain":["x","y"]}}`)
-	run("contract", "y", events.TypeContract, contract("y", 0.6, "DETERMINISTIC", ""))
-	run("schema", "crm.lookup", events.TypeSchemaObserved, `{"tool_id":"crm.lookup","version":"1","tool":`+crmV1+`}`)
-	run("invocation", "crm.lookup", events.TypeInvocation, `{"tool_id":"crm.lookup","agent_id":"a","arguments":{"user_id":"u"}}`)
-	run("schema", "crm.lookup", events.TypeSchemaObserved, `{"tool_id":"crm.lookup","version":"2","tool":`+crmRenamed+`}`)
-	run("schema", "crm.lookup", events.TypeSchemaObserved, `{"tool_id":"crm.lookup","version":"2","tool":`+crmRenamed+`}`)
-	run("invocation", "crm.lookup", events.TypeInvocation, `{"tool_id":"crm.lookup","agent_id":"b","arguments":{"user_id":"u"}}`)
+// direct applies inputs to a core and a MemState, returning each input's
+// effects.
+type direct struct {
+	t  *testing.T
+	c  *Core
+	st *MemState
+}
 
-	heads := map[string]string{}
-	lengths := map[string]int{}
-	for _, m := range msgs {
-		ev, err := events.Decode(m.Subject, m.Header, m.Data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		link, err := events.ReadChainLink(m.Data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		chain := ev.ChainKey()
-		if link.Previous != heads[chain] {
-			t.Errorf("verdict %d of chain %s names %q as its predecessor, want %q", lengths[chain]+1, chain, link.Previous, heads[chain])
-		}
-		heads[chain] = link.Digest
-		lengths[chain]++
+func (d direct) apply(seq uint64, kind, key, typ, data string) Effects {
+	d.t.Helper()
+	tok, _ := events.KeyToken(key)
+	subject := "toolsentry.telemetry." + kind + "." + tok
+	body := fmt.Sprintf(`{"specversion":"1.0","id":"ev-%d","source":"test","type":%q,"time":"2026-10-03T10:00:00Z","datacontenttype":"application/json","data":%s}`, seq, typ, data)
+	ev, err := events.Decode(subject, nil, []byte(body))
+	if err != nil {
+		d.t.Fatal(err)
 	}
-	if lengths["composition/w"] < 2 || lengths["schema/crm.lookup"] < 4 {
-		t.Fatalf("chains %v: the scenario does not exercise them", lengths)
+	eff, err := d.c.Apply(d.st, Input{Event: ev, Subject: subject, Seq: seq})
+	if err != nil {
+		d.t.Fatal(err)
 	}
-	if o, _ := h.state.Outcomes("crm.lookup"); o.Chain != heads["schema/crm.lookup"] {
-		t.Errorf("the tool's chain head %q, want the last verdict's %q", o.Chain, heads["schema/crm.lookup"])
+	if err := d.st.Store(eff.Writes); err != nil {
+		d.t.Fatal(err)
 	}
-	if w, _ := h.state.Workflow("w"); w.Chain != heads["composition/w"] {
-		t.Errorf("the workflow's chain head %q, want %q", w.Chain, heads["composition/w"])
+	return eff
+}
+
+// A drift verdict told on an invocation that also has an outcome moves the
+// tool's chain head to that verdict: the outcome count written after it
+// must not put the old head back.
+func TestInvocationWithOutcomeKeepsTheVerdictChainHead(t *testing.T) {
+	d := direct{t, New(Options{}), NewMemState()}
+	d.apply(1, "schema", "crm.lookup", events.TypeSchemaObserved, `{"tool_id":"crm.lookup","version":"3","tool":`+crmRenamed+`}`)
+	eff := d.apply(2, "invocation", "crm.lookup", events.TypeInvocation, `{"tool_id":"crm.lookup","agent_id":"agent-b","arguments":{"user_id":"u-1"},"outcome":{"status":"ok"}}`)
+	if len(eff.Verdicts) != 1 {
+		t.Fatalf("want one drift verdict, got %d", len(eff.Verdicts))
+	}
+	want, err := events.VerdictDigest(eff.Verdicts[0].Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, ok := d.st.Outcomes("crm.lookup")
+	if !ok || o.Calls != 1 {
+		t.Fatalf("outcomes %+v", o)
+	}
+	if o.Chain != want {
+		t.Errorf("chain head %q, want the drift verdict's digest %q", o.Chain, want)
 	}
 }

@@ -46,8 +46,10 @@ func (c *Core) applyInvocation(st State, in Input) (Effects, error) {
 	}
 
 	if inv.Outcome != nil {
+		// Read through the overlay: a drift verdict above moved the
+		// tool's chain head into it.
 		o := &OutcomeRecord{ToolID: inv.ToolID}
-		if prev, ok := st.Outcomes(inv.ToolID); ok {
+		if prev, ok := ov.Outcomes(inv.ToolID); ok {
 			o = cloneOutcomes(prev)
 		}
 		if o.LastSeq < in.Seq {
