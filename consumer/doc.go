@@ -151,6 +151,15 @@
 // input is redelivered and the same deterministic ids are deduplicated by
 // the streams.
 //
+// One kind of write is deferred: an invocation that only adds one outcome
+// to its tool's counts. The store keeps the tool's outcome record in
+// memory and stores it at every quality checkpoint, when a schema verdict
+// moves the tool's chain head, and at a graceful stop (Store.Flush); after
+// a crash or a handover the record is rebuilt from the stored one and the
+// tool's invocations since, read from the telemetry stream, which is the
+// log of every count (outcomes.go). A compare-and-set per invocation was
+// the largest cost of the pipeline.
+//
 // # State views
 //
 // A View follows a KV bucket with a watch; Get reads memory, never the

@@ -76,7 +76,7 @@ func (p *Processor) Handle(ctx context.Context, m *Message) error {
 		return permanent(err)
 	}
 	for attempt := 1; ; attempt++ {
-		tx := p.store.Begin()
+		tx := p.store.BeginAt(m.StreamSeq)
 		eff, err := p.core.Apply(tx, core.Input{Event: ev, Subject: m.Subject, Seq: m.StreamSeq})
 		if terr := tx.Err(); terr != nil {
 			return terr // the state cannot be read: retried, then dead-lettered

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -41,6 +42,7 @@ type Service struct {
 	Group     *Group  // the partitioned worker; nil when Config.Partitions is 1
 
 	pub      *publisher.Publisher
+	log      zerolog.Logger
 	ready    atomic.Bool
 	stopping atomic.Bool
 
@@ -80,7 +82,7 @@ func StartService(ctx context.Context, nc *nats.Conn, opts ServiceOptions) (*Ser
 		cfg := res.Config
 		opts.Engine.DeadLetterSubject = func(_, reason string) string { return cfg.DeadLetterSubject(reason) }
 	}
-	s := &Service{Resources: res, Store: store, pub: pub}
+	s := &Service{Resources: res, Store: store, pub: pub, log: *zerolog.Ctx(ctx)}
 	if res.Config.Partitions > 1 {
 		if opts.Member == "" {
 			opts.Member = DefaultMember()
@@ -106,6 +108,9 @@ func StartService(ctx context.Context, nc *nats.Conn, opts ServiceOptions) (*Ser
 	return s, nil
 }
 
+// flushTimeout bounds Store.Flush at Close.
+const flushTimeout = 5 * time.Second
+
 // Run consumes until ctx is cancelled or Close is called; see Engine.Run.
 func (s *Service) Run(ctx context.Context) error {
 	defer s.runDirectives(ctx)()
@@ -127,7 +132,9 @@ func (s *Service) Ready() bool { return s.ready.Load() && !s.stopping.Load() }
 
 // Close shuts down in order: readiness off, the engine drained (in-flight
 // handlers finish under the engine's ShutdownTimeout, which also covers
-// their pending publishes), then the state views. It is idempotent.
+// their pending publishes), the outcome counts held in memory stored
+// (Store.Flush, within flushTimeout: what is not stored is rebuilt from the
+// stream at the next start), then the state views. It is idempotent.
 func (s *Service) Close() error {
 	if s.stopping.Swap(true) {
 		return nil
@@ -139,6 +146,14 @@ func (s *Service) Close() error {
 		err = s.Engine.Close()
 	}
 	err = errors.Join(err, s.closeDirectives())
+	fctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+	n, ferr := s.Store.Flush(fctx)
+	cancel()
+	if ferr != nil {
+		s.log.Warn().Err(ferr).Int("stored", n).Msg("storing the outcome counts at shutdown failed; the next start rebuilds them from the stream")
+	} else if n > 0 {
+		s.log.Info().Int("tools", n).Msg("stored the outcome counts held in memory")
+	}
 	s.Store.Close()
 	if errors.Is(err, ErrClosed) {
 		err = nil

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 
 	"github.com/toolsentry/toolsentry/consumer/core"
 	"github.com/toolsentry/toolsentry/events"
@@ -31,6 +32,16 @@ type Store struct {
 	usageKeys map[string]map[string]struct{}
 	// workflowKeys are the keys of the workflows bucket.
 	workflowKeys map[string]struct{}
+
+	// Deferred outcome records (outcomes.go): log reads the stream for a
+	// rebuild (nil: every write is stored at once); pending holds the
+	// records as the live worker has them, by key; gen counts the times
+	// they were all forgotten.
+	log     *outcomeLog
+	logger  zerolog.Logger
+	pmu     sync.Mutex
+	pending map[string]*pendingOutcome
+	gen     uint64
 }
 
 type decodedRecord struct {
@@ -46,6 +57,15 @@ func OpenStore(ctx context.Context, res *Resources, opts ViewOptions) (*Store, e
 		decoded:      map[core.Bucket]map[string]decodedRecord{},
 		usageKeys:    map[string]map[string]struct{}{},
 		workflowKeys: map[string]struct{}{},
+		pending:      map[string]*pendingOutcome{},
+		logger:       zerolog.Ctx(ctx).With().Str("component", "state").Logger(),
+	}
+	if res.Telemetry != nil {
+		names, err := events.NewNames(res.Config.Prefix)
+		if err != nil {
+			return nil, err
+		}
+		s.log = &outcomeLog{stream: res.Telemetry, names: names}
 	}
 	buckets := map[core.Bucket]jetstream.KeyValue{
 		core.Baselines: res.Baselines,
@@ -181,10 +201,23 @@ type Txn struct {
 	s    *Store
 	read map[string]uint64 // bucket \x00 key → revision read (0: absent)
 	err  error             // the first read error (a corrupt record)
+	seq  uint64            // the input's stream sequence (0: not known)
+	gen  uint64            // Store.gen at the start
 }
 
-// Begin starts a transaction.
-func (s *Store) Begin() *Txn { return &Txn{s: s, read: map[string]uint64{}} }
+// Begin starts a transaction that stores every write at once (no input:
+// outcome records are read as stored).
+func (s *Store) Begin() *Txn { return s.BeginAt(0) }
+
+// BeginAt starts the transaction of the input at stream sequence seq:
+// outcome records are read as the live worker has them before that input,
+// and deferred writes are kept in memory (see outcomes.go).
+func (s *Store) BeginAt(seq uint64) *Txn {
+	s.pmu.Lock()
+	gen := s.gen
+	s.pmu.Unlock()
+	return &Txn{s: s, read: map[string]uint64{}, seq: seq, gen: gen}
+}
 
 // Err is the first error a read met; the core saw the record as absent.
 func (t *Txn) Err() error { return t.err }
@@ -269,13 +302,7 @@ func (t *Txn) Quality(toolID string) (*core.QualityRecord, bool) {
 }
 
 // Outcomes implements core.State.
-func (t *Txn) Outcomes(toolID string) (*core.OutcomeRecord, bool) {
-	r, ok := t.lookup(core.Outcomes, toolID)
-	if !ok {
-		return nil, false
-	}
-	return r.(*core.OutcomeRecord), true
-}
+func (t *Txn) Outcomes(toolID string) (*core.OutcomeRecord, bool) { return t.outcomes(toolID) }
 
 // Workflow implements core.State.
 func (t *Txn) Workflow(compositionID string) (*core.WorkflowRecord, bool) {
@@ -320,6 +347,10 @@ func (t *Txn) Commit(ctx context.Context, writes []core.Write) error {
 		if err != nil {
 			return err
 		}
+		if w.Deferred && w.Bucket == core.Outcomes && t.s.log != nil && t.seq != 0 {
+			t.deferOutcome(key, w.Record.(*core.OutcomeRecord))
+			continue
+		}
 		v := t.s.views[w.Bucket]
 		rev, read := t.read[readKey(w.Bucket, key)]
 		if !read {
@@ -331,6 +362,9 @@ func (t *Txn) Commit(ctx context.Context, writes []core.Write) error {
 		}
 		newRev, err := v.CompareAndSet(ctx, key, data, rev)
 		if errors.Is(err, ErrConflict) {
+			if w.Bucket == core.Outcomes {
+				t.s.forgetOutcome(key)
+			}
 			if rerr := v.Refresh(ctx, key); rerr != nil {
 				return errors.Join(err, rerr)
 			}
@@ -340,6 +374,9 @@ func (t *Txn) Commit(ctx context.Context, writes []core.Write) error {
 			return err
 		}
 		t.read[readKey(w.Bucket, key)] = newRev
+		if o, ok := w.Record.(*core.OutcomeRecord); ok {
+			t.s.storedOutcome(key, o, newRev, t.gen)
+		}
 		t.s.mu.Lock()
 		if cur, ok := t.s.decoded[w.Bucket][key]; !ok || cur.rev < newRev {
 			t.s.decoded[w.Bucket][key] = decodedRecord{rev: newRev, record: w.Record}

@@ -44,12 +44,15 @@ func (v *View) CatchUp(ctx context.Context) error {
 }
 
 // CatchUp waits until every view of the store has caught up with its
-// bucket (View.CatchUp).
+// bucket (View.CatchUp), and forgets the outcome counts held in memory
+// (ForgetOutcomes): another worker may have counted invocations of the
+// partition's tools since.
 func (s *Store) CatchUp(ctx context.Context) error {
 	for _, v := range s.views {
 		if err := v.CatchUp(ctx); err != nil {
 			return err
 		}
 	}
+	s.ForgetOutcomes()
 	return nil
 }

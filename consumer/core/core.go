@@ -40,6 +40,12 @@ type Write struct {
 	Bucket Bucket
 	IDs    []string // the record's ids: [tool], [tool, agent] or [composition]
 	Record any      // *BaselineRecord, *UsageRecord, *QualityRecord, *OutcomeRecord or *WorkflowRecord
+	// Deferred says the record may stay in the shell's memory instead of
+	// being stored now: it can be rebuilt from the telemetry stream (an
+	// outcome record that only counted one more invocation; see
+	// OutcomeRecord.Count). The shell must store the record before it
+	// forgets it, or rebuild it from the last stored one.
+	Deferred bool
 }
 
 // Effects are what applying one input does: verdicts and telemetry to

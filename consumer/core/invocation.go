@@ -52,14 +52,14 @@ func (c *Core) applyInvocation(st State, in Input) (Effects, error) {
 		if prev, ok := ov.Outcomes(inv.ToolID); ok {
 			o = cloneOutcomes(prev)
 		}
-		if o.LastSeq < in.Seq {
-			o.Calls++
-			if succeeded(inv.Outcome) {
-				o.Successes++
-			}
-			o.LastSeq = in.Seq
-			ov.write(&eff, Write{Bucket: Outcomes, IDs: []string{inv.ToolID}, Record: o})
-			if o.Calls%c.opts.QualityEvery == 0 {
+		if o.Count(inv, in.Seq) {
+			// Only the count changed: the shell may keep the record in
+			// memory (the stream holds the invocation), except at a
+			// checkpoint, which records the counts as they stand.
+			checkpoint := o.Calls%c.opts.QualityEvery == 0
+			ov.write(&eff, Write{Bucket: Outcomes, IDs: []string{inv.ToolID}, Record: o,
+				Deferred: !checkpoint && len(eff.Verdicts) == 0})
+			if checkpoint {
 				if err := c.checkpoint(&eff, in, events.QualityCheckpoint{
 					ToolID: inv.ToolID, Calls: o.Calls, Successes: o.Successes, ThroughSequence: in.Seq,
 				}); err != nil {
@@ -79,6 +79,22 @@ func (c *Core) checkpoint(eff *Effects, in Input, k events.QualityCheckpoint) er
 	}
 	eff.Telemetry = append(eff.Telemetry, msg)
 	return nil
+}
+
+// Count adds the invocation's outcome, if it has one, to the counts of
+// r, unless the input at seq was counted already (seq at or below
+// LastSeq). It reports whether it counted. The live core and a shell that
+// rebuilds a deferred outcome record from the stream count the same way.
+func (r *OutcomeRecord) Count(inv *events.Invocation, seq uint64) bool {
+	if inv.Outcome == nil || seq <= r.LastSeq {
+		return false
+	}
+	r.Calls++
+	if succeeded(inv.Outcome) {
+		r.Successes++
+	}
+	r.LastSeq = seq
+	return true
 }
 
 // succeeded is the agent's judgement when it gave one, else the status.
