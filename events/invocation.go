@@ -470,16 +470,9 @@ func (p *parser) outcome(blk *invocationBlock) bool {
 	}
 }
 
-// maxFastExp10 bounds the decimal exponent of a latency the fast path
-// reads. The JSON Schema validator turns numbers into big.Rat, which
-// refuses exponents beyond about a million (and the validator then
-// panics); within the bound, big.Rat takes every literal of up to
-// maxNumberLen characters, and its sign is that of the mantissa.
-const maxFastExp10 = 10000
-
 // latency reads latency_ms: a number, not negative, that a float64 holds
-// (as number reads it). A literal with an exponent beyond ±maxFastExp10 is
-// left to the generic path.
+// (as number reads it). A literal with an exponent beyond ±maxExp10 is
+// left to the generic path, which refuses it.
 func (p *parser) latency() (float64, bool) {
 	if p.i >= len(p.b) || !(p.b[p.i] == '-' || '0' <= p.b[p.i] && p.b[p.i] <= '9') {
 		return 0, false
@@ -507,11 +500,12 @@ func (p *parser) latency() (float64, bool) {
 }
 
 // smallExponent reports whether the exponent digits of a number literal
-// (with an optional sign) are at most maxFastExp10.
+// (with an optional sign) are at most maxExp10. Within it, big.Rat takes
+// every literal of up to maxNumberLen characters.
 func smallExponent(exp string) bool {
 	exp = strings.TrimLeft(strings.TrimLeft(exp, "+-"), "0")
 	n, err := strconv.Atoi(exp)
-	return exp == "" || err == nil && n <= maxFastExp10
+	return exp == "" || err == nil && n <= maxExp10
 }
 
 // readStructuredInvocation reads a structured-mode body with invocation

@@ -18,7 +18,7 @@ import (
 
 // referenceInvocation reads invocation data the generic way, the reference
 // for the fast path: parseData, schemas.Validate, invocationOf. panicked
-// reports a panic on the way (see TestReferencePanicsOnHugeExponents).
+// reports a panic on the way (none is known: see TestHugeExponentsAreRefused).
 func referenceInvocation(raw []byte) (inv *Invocation, err error, panicked bool) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -141,17 +141,34 @@ func FuzzInvocationValidatorMatchesSchema(f *testing.F) {
 	})
 }
 
-// TestReferencePanicsOnHugeExponents records a defect of the generic path
-// that the fast path leaves alone: the JSON Schema validator panics on a
-// number whose exponent big.Rat refuses (latency_ms 1e999999999). The fast
-// path gives such numbers to the generic path, so Decode behaves as before.
-func TestReferencePanicsOnHugeExponents(t *testing.T) {
-	raw := []byte(`{"agent_id":"a","tool_id":"t","latency_ms":1e999999999}`)
-	if _, ok := parseInvocation(raw); ok {
-		t.Error("the fast path accepts a latency with a huge exponent")
+// TestHugeExponentsAreRefused: a number whose exponent is beyond ±maxExp10
+// (which big.Rat refuses, and the JSON Schema validator then panicked on)
+// is bad input with a reason, on both paths and in every event type.
+func TestHugeExponentsAreRefused(t *testing.T) {
+	for _, raw := range []string{
+		`{"agent_id":"a","tool_id":"t","latency_ms":1e999999999}`,
+		`{"agent_id":"a","tool_id":"t","latency_ms":1E+10001}`,
+	} {
+		if _, ok := parseInvocation([]byte(raw)); ok {
+			t.Errorf("the fast path accepts %s", raw)
+		}
+		inv, err, panicked := referenceInvocation([]byte(raw))
+		if panicked || err == nil {
+			t.Errorf("the generic path on %s: %v, %v (panicked %t)", raw, inv, err, panicked)
+		}
 	}
-	if _, _, panicked := referenceInvocation(raw); !panicked {
-		t.Log("the generic path no longer panics on a huge exponent: the fast path could take such numbers")
+	if _, err := Decode("toolsentry.telemetry.contract.crm=2Elookup", nil, structured(`"specversion":"1.0","id":"c-1","source":"s","type":"`+TypeContract+`"`,
+		`{"tool_id":"crm.lookup","accuracy":1e-9999999,"determinism":"deterministic","output_schema_hash":"h","expected_input_schema_hash":"h"}`)); err == nil {
+		t.Error("a contract with a huge exponent decodes")
+	} else if _, ok := ReasonFor(err); !ok {
+		t.Errorf("no dead-letter reason for %v", err)
+	}
+	// Arguments are only summarised (a number is a number), never
+	// validated: any exponent is fine there.
+	checkInvocationData(t, []byte(`{"agent_id":"a","tool_id":"t","arguments":{"x":1e-999999999}}`))
+	// The bound itself is a number.
+	if _, _, err := parseData([]byte(`{"x":1e10000,"y":1e-10000}`)); err != nil {
+		t.Errorf("exponent 10000 refused: %v", err)
 	}
 }
 

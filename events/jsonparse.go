@@ -24,11 +24,17 @@ const maxJSONDepth = 10000
 // are only classified.)
 const maxNumberLen = 64
 
+// maxExp10 bounds the decimal exponent of a number literal that becomes a
+// value, for the same reason: big.Rat refuses exponents beyond about a
+// million (the JSON Schema validator then panics) and is slow well before.
+// No float64 is beyond ±400; 10,000 leaves room.
+const maxExp10 = 10000
+
 // pathError is valid JSON that toolsentry refuses, at a place: an object
 // member name that repeats in its object (encoding/json keeps the last of
 // repeated members silently and other readers keep the first, so toolsentry
 // refuses them rather than guess), or a number literal longer than
-// maxNumberLen.
+// maxNumberLen or with an exponent beyond ±maxExp10.
 type pathError struct {
 	path []string // JSON Pointer tokens, innermost first while unwinding
 	msg  string   // what is wrong there; "" for a repeated member
@@ -335,7 +341,11 @@ func (p *parser) number() (any, error) {
 	if p.i-start > maxNumberLen {
 		return nil, &pathError{msg: fmt.Sprintf("a number of %d characters, longer than %d", p.i-start, maxNumberLen)}
 	}
-	return json.Number(p.s[start:p.i]), nil
+	lit := p.s[start:p.i]
+	if e := strings.IndexAny(lit, "eE"); e >= 0 && !smallExponent(lit[e+1:]) {
+		return nil, &pathError{msg: fmt.Sprintf("a number with the exponent %s, beyond ±%d", lit[e+1:], maxExp10)}
+	}
+	return json.Number(lit), nil
 }
 
 // scanNumber moves past the number at p.i, checking its grammar.
