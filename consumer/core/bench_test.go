@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/toolsentry/toolsentry/events"
@@ -37,4 +38,48 @@ func BenchmarkApplyInvocation(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkApplySchema is a schema observation of a known tool without
+// NATS: one that matches the baseline (SCHEMA_MATCH), and one that drifts
+// on a field an agent uses while the baseline is held
+// (DRIFT_ON_USED_FIELDS, the full diff and migration, every time).
+func BenchmarkApplySchema(b *testing.B) {
+	for _, bc := range []struct {
+		name, next string
+		verdict    string
+	}{
+		{"case=match", crmV1, "SCHEMA_MATCH"},
+		{"case=drift", crmRenamed, "DRIFT_ON_USED_FIELDS"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			h := newHarness(b)
+			h.core = New(Options{QualityEvery: 1 << 40})
+			h.observe("crm.lookup", "1", crmV1)
+			h.invoke("crm.lookup", "agent-a", `,"arguments":{"user_id":"u","limit":"5"}`)
+			h.observe("crm.lookup", "1", bc.next)
+			subject := "toolsentry.telemetry.schema.crm=2Elookup"
+			body := []byte(`{"specversion":"1.0","id":"x","source":"bench","type":"io.toolsentry.tool.schema.observed.v1","time":"2026-10-03T10:00:00Z","data":{"tool_id":"crm.lookup","version":"1","tool":` + bc.next + `}}`)
+			ev, err := events.Decode(subject, nil, body)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			seq := uint64(100)
+			for b.Loop() {
+				seq++
+				eff, err := h.core.Apply(h.state, Input{Event: ev, Subject: subject, Seq: seq})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(eff.Verdicts) != 1 || !strings.Contains(eff.Verdicts[0].Subject, strings.ToLower(bc.verdict)) {
+					b.Fatalf("effects %+v", eff)
+				}
+				if err := h.state.Store(eff.Writes); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "verdicts/s")
+		})
+	}
 }
