@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/gowebpki/jcs"
 )
 
 // The extension attributes of signed, chained verdicts.
@@ -77,6 +75,14 @@ type ChainLink struct {
 // returned as "" for Signature and makes an error for Previous (wrapping
 // ErrSpecViolation): neither is ever written in another form.
 func ReadChainLink(data []byte) (ChainLink, error) {
+	if link, ok := readChainLinkFast(data); ok {
+		return link, nil
+	}
+	return readChainLink(data)
+}
+
+// readChainLink is ReadChainLink for any body: parsed, then canonicalised.
+func readChainLink(data []byte) (ChainLink, error) {
 	v, err := parseJSON(data)
 	if err != nil {
 		var dup *pathError
@@ -99,16 +105,13 @@ func ReadChainLink(data []byte) (ChainLink, error) {
 		}
 	}
 	// Without a signature member the body itself is canonicalised; with
-	// one, the object without it, written back as JSON.
-	b := data
+	// one, the object without it.
+	skip := ""
 	if sig, ok := obj[AttrSignature]; ok {
 		link.Signature, _ = sig.(string)
-		delete(obj, AttrSignature)
-		if b, err = marshalJSON(obj); err != nil {
-			return ChainLink{}, fmt.Errorf("%w: structured mode: %v", ErrSpecViolation, err)
-		}
+		skip = AttrSignature
 	}
-	canon, err := jcs.Transform(b)
+	canon, err := canonicalize(data, skip)
 	if err != nil {
 		return ChainLink{}, fmt.Errorf("%w: canonical form (RFC 8785): %v", ErrSpecViolation, err)
 	}
