@@ -20,6 +20,8 @@ type harness struct {
 	state *MemState
 	seq   uint64
 	all   []events.Event
+	// onVerdict, if set, sees every verdict message as the core wrote it.
+	onVerdict func(events.Message)
 }
 
 func newHarness(t testing.TB) *harness {
@@ -63,6 +65,9 @@ func (h *harness) apply(seq uint64, subject string, header map[string][]string, 
 	}
 	var out []events.Event
 	for _, m := range eff.Verdicts {
+		if h.onVerdict != nil {
+			h.onVerdict(m)
+		}
 		v, err := events.Decode(m.Subject, m.Header, m.Data)
 		if err != nil {
 			h.t.Fatalf("verdict does not decode: %v", err)

@@ -1,0 +1,113 @@
+package core
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/toolsentry/toolsentry/events"
+	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/schemas"
+)
+
+// TestEveryVerdictMatchesItsSchema drives the core to every verdict it
+// writes, schema verdicts from observations and from invocations, with an
+// agent and without, and composition verdicts of every name, with bounds
+// and with observed runs; and validates each one's data against its JSON
+// Schema. Encode accepts a plain schema verdict without decoding it (see
+// events.Encode), so this, besides the harness's own Decode of every
+// verdict, is what shows that the verdicts the core builds are valid.
+func TestEveryVerdictMatchesItsSchema(t *testing.T) {
+	h := newHarness(t)
+	seen := map[string]bool{}
+	h.onVerdict = func(m events.Message) {
+		addr, err := events.ParseSubject(m.Subject)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			Data json.RawMessage `json:"data"`
+		}
+		if err := json.Unmarshal(m.Data, &body); err != nil {
+			t.Fatalf("%s: %v", m.Data, err)
+		}
+		dec := json.NewDecoder(bytes.NewReader(body.Data))
+		dec.UseNumber()
+		var data map[string]any
+		if err := dec.Decode(&data); err != nil {
+			t.Fatal(err)
+		}
+		if err := schemas.Validate(addr.Kind.Schema(), data); err != nil {
+			t.Errorf("%s verdict does not match %s: %v\n%s", addr.Verdict, addr.Kind.Schema(), err, body.Data)
+		}
+		seen[addr.Kind.String()+" "+addr.Verdict] = true
+		if _, ok := data["agent_id"]; ok {
+			seen[addr.Kind.String()+" with an agent"] = true
+		} else {
+			seen[addr.Kind.String()+" without an agent"] = true
+		}
+		if s, _ := data["input_subject"].(string); strings.Contains(s, ".invocation.") {
+			seen[addr.Kind.String()+" from an invocation"] = true
+		}
+		for _, f := range []string{"composed_quality_lower", "confidence", "failure_modes", "observed"} {
+			if _, ok := data[f]; ok {
+				seen[addr.Kind.String()+" with "+f] = true
+			}
+		}
+	}
+
+	// Schema verdicts from observations.
+	h.observe("crm.lookup", "1", crmV1)
+	h.invoke("crm.lookup", "agent-a", `,"arguments":{"user_id":"u","limit":"5"}`)
+	h.observe("crm.lookup", "1", crmV1)
+	h.observe("crm.lookup", "1", crmExtra)
+	h.observe("crm.lookup", "2", crmTyped)
+	h.observe("idle.tool", "1", crmV1)
+	h.observe("idle.tool", "2", crmRenamed)
+	// From invocations: an agent integrated against an old fingerprint,
+	// and one sending a field the tool no longer declares.
+	v1 := schemaVerdicts(t, h.observe("old.tool", "1", crmV1))[0].CurrentFingerprint
+	h.observe("old.tool", "2", crmRenamed)
+	h.invoke("old.tool", "agent-d", `,"arguments":{"user_id":"u"},"schema_fingerprint":"`+v1+`"`)
+	h.observe("new.tool", "3", crmRenamed)
+	h.invoke("new.tool", "agent-b", `,"arguments":{"user_id":"u-1"}`)
+
+	// Composition verdicts.
+	h.send("contract", "solo", events.TypeContract, contract("solo", 0.9, "DETERMINISTIC", ""))
+	h.send("workflow", "one", events.TypeWorkflow, `{"composition_id":"one","workflow_quality_requirement":0.5,"introduction_of_nondeterminism_acceptable":false,"policy":{"require_schema_compatibility":false},"structure":{"chain":["solo"]}}`)
+	for _, id := range []string{"a", "b", "c", "d", "e"} {
+		h.send("contract", id, events.TypeContract, contract(id, 0.95, "DETERMINISTIC", "h"))
+	}
+	h.send("workflow", "etl", events.TypeWorkflow, `{"composition_id":"etl","workflow_quality_requirement":0.95,"introduction_of_nondeterminism_acceptable":false,"policy":{"require_schema_compatibility":true},"structure":{"chain":["a","b","c","d","e"]}}`)
+	h.send("contract", "c", events.TypeContract, contract("c", 0.5, "DETERMINISTIC", "other"))
+	h.send("workflow", "support", events.TypeWorkflow, supportWorkflow)
+	for i := 1; i <= ObservedCheckpoint; i++ {
+		h.run("support", i%5 < 3)
+	}
+	h.send("contract", "x", events.TypeContract, contract("x", 0.99, "DETERMINISTIC", ""))
+	h.send("contract", "y", events.TypeContract, contract("y", 0.99, "DETERMINISTIC", ""))
+	h.send("workflow", "w", events.TypeWorkflow, `{"composition_id":"w","workflow_quality_requirement":0.9,"introduction_of_nondeterminism_acceptable":false,"policy":{"require_schema_compatibility":false},"tools":{"x":{"determinism":"DETERMINISTIC"},"y":{"accuracy":0.99,"determinism":"DETERMINISTIC"}},"structure":{"chain":["x","y"]}}`)
+	for i := range 8 {
+		h.invoke("x", "agent", fmt.Sprintf(`,"used_fields":["q"],"outcome":{"status":%q}`, []string{"error", "ok"}[i%2]))
+	}
+
+	schema, composition := events.KindSchemaVerdict.String(), events.KindCompositionVerdict.String()
+	want := []string{
+		schema + " with an agent", schema + " without an agent", schema + " from an invocation",
+		composition + " with composed_quality_lower", composition + " with confidence",
+		composition + " with failure_modes", composition + " with observed",
+	}
+	for _, v := range []guards.SchemaVerdict{guards.NoBaseline, guards.SchemaMatch, guards.DriftOnUnusedFields, guards.DriftOnUsedFields} {
+		want = append(want, schema+" "+string(v))
+	}
+	for _, v := range []guards.CompositionVerdict{guards.SingleTool, guards.CompositionMeetsQuality, guards.CompositionDegraded, guards.SemanticIncompatible} {
+		want = append(want, composition+" "+string(v))
+	}
+	for _, w := range want {
+		if !seen[w] {
+			t.Errorf("no %s among the verdicts: %v", w, seen)
+		}
+	}
+}
