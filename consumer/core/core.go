@@ -79,16 +79,30 @@ type Options struct {
 type Core struct {
 	opts Options
 
-	mu   sync.Mutex
-	defs map[string]guards.ToolDefinition // by version and raw tool JSON
+	mu    sync.Mutex
+	defs  map[string]map[string]*parsedTool // by version, then raw tool JSON
+	ndefs int                               // entries in defs
 }
+
+// parsedTool is a cached tool version: its definition and, once asked for,
+// its fingerprint.
+type parsedTool struct {
+	def guards.ToolDefinition
+
+	once        sync.Once
+	fingerprint string
+	err         error
+}
+
+// maxCachedDefs bounds the cache of parsed tool definitions.
+const maxCachedDefs = 4096
 
 // New returns a core with the options' defaults filled in.
 func New(opts Options) *Core {
 	if opts.QualityEvery <= 0 {
 		opts.QualityEvery = 100
 	}
-	return &Core{opts: opts, defs: map[string]guards.ToolDefinition{}}
+	return &Core{opts: opts, defs: map[string]map[string]*parsedTool{}}
 }
 
 // ErrUnsupported is returned for an input the core does not consume (a
@@ -119,29 +133,60 @@ func (c *Core) Apply(st State, in Input) (Effects, error) {
 
 // definition parses (and caches) a tool version's MCP Tool object.
 func (c *Core) definition(v ToolVersion) (guards.ToolDefinition, error) {
-	cacheKey := v.Version + "\x00" + string(v.Tool)
-	c.mu.Lock()
-	def, ok := c.defs[cacheKey]
-	c.mu.Unlock()
-	if ok {
-		return def, nil
-	}
-	defs, err := guards.ParseToolDocument(v.Tool)
+	p, err := c.parsed(v)
 	if err != nil {
 		return guards.ToolDefinition{}, err
 	}
-	if len(defs) != 1 {
-		return guards.ToolDefinition{}, fmt.Errorf("%w: a tool version holds %d tools", guards.ErrInvalid, len(defs))
+	return p.def, nil
+}
+
+// fingerprinted returns a tool version's definition and its fingerprint
+// (guards.Fingerprint), both cached: an observation of a known version
+// neither parses nor hashes it again.
+func (c *Core) fingerprinted(v ToolVersion) (guards.ToolDefinition, string, error) {
+	p, err := c.parsed(v)
+	if err != nil {
+		return guards.ToolDefinition{}, "", err
 	}
-	def = defs[0]
-	def.Version = v.Version
+	p.once.Do(func() { p.fingerprint, p.err = guards.Fingerprint(p.def) })
+	return p.def, p.fingerprint, p.err
+}
+
+// parsed returns the cache entry of a tool version, parsing it on a miss.
+// The lookup allocates nothing: the key is the version, then the raw JSON.
+func (c *Core) parsed(v ToolVersion) (*parsedTool, error) {
 	c.mu.Lock()
-	if len(c.defs) > 4096 { // a bound, not an LRU: parsing again is only slower
-		clear(c.defs)
-	}
-	c.defs[cacheKey] = def
+	p, ok := c.defs[v.Version][string(v.Tool)]
 	c.mu.Unlock()
-	return def, nil
+	if ok {
+		return p, nil
+	}
+	defs, err := guards.ParseToolDocument(v.Tool)
+	if err != nil {
+		return nil, err
+	}
+	if len(defs) != 1 {
+		return nil, fmt.Errorf("%w: a tool version holds %d tools", guards.ErrInvalid, len(defs))
+	}
+	p = &parsedTool{def: defs[0]}
+	p.def.Version = v.Version
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if q, ok := c.defs[v.Version][string(v.Tool)]; ok {
+		return q, nil // parsed meanwhile by another key's input
+	}
+	if c.ndefs >= maxCachedDefs { // a bound, not an LRU: parsing again is only slower
+		clear(c.defs)
+		c.ndefs = 0
+	}
+	byRaw := c.defs[v.Version]
+	if byRaw == nil {
+		byRaw = map[string]*parsedTool{}
+		c.defs[v.Version] = byRaw
+	}
+	byRaw[string(v.Tool)] = p
+	c.ndefs++
+	return p, nil
 }
 
 // meta is what every verdict records of its input.

@@ -62,14 +62,12 @@ func (c *Core) observeTool(st *overlay, in Input, toolID, version string, tool e
 		return fmt.Errorf("%w: tool: %v", guards.ErrInvalid, err)
 	}
 	v := ToolVersion{Version: version, Tool: raw, Seq: in.Seq, EventID: in.Event.ID}
-	def, err := c.definition(v)
+	def, fp, err := c.fingerprinted(v)
 	if err != nil {
 		return err
 	}
 	def.ID = toolID
-	if v.Fingerprint, err = guards.Fingerprint(def); err != nil {
-		return err
-	}
+	v.Fingerprint = fp
 
 	prev, found := st.Baseline(toolID)
 	if found && prev.LastSeq >= in.Seq {
@@ -87,7 +85,7 @@ func (c *Core) observeTool(st *overlay, in Input, toolID, version string, tool e
 			CurrentFingerprint:  v.Fingerprint,
 			Changes:             json.RawMessage(`[]`),
 			Affected:            json.RawMessage(`[]`),
-			Migration:           rawJSON(guards.MigrationPlan{Steps: []guards.MigrationStep{}}),
+			Migration:           noMigration,
 			GuardVersion:        guards.Version,
 		}
 		sv.InputEventID, sv.InputSubject, sv.InputSequence = verdictInput(in)
@@ -173,6 +171,10 @@ func (c *Core) observeTool(st *overlay, in Input, toolID, version string, tool e
 	}
 	return nil
 }
+
+// noMigration is the migration of a verdict without drift: no steps. It is
+// shared by those verdicts, which only read it.
+var noMigration = rawJSON(guards.MigrationPlan{Steps: []guards.MigrationStep{}})
 
 // verdict encodes a schema verdict, linked to the previous verdict about
 // its tool, and adds it to the effects; the tool's outcome record takes the
