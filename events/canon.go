@@ -150,6 +150,11 @@ type canonMember struct {
 	escaped          bool
 	keyStart, keyEnd int
 	start, end       int
+	// prefix is the name's first 8 bytes, big-endian, zero-padded; byteOrder
+	// says that none of them is 0xEE or above, where byte order and UTF-16
+	// order part (U+E000-U+FFFF against characters beyond U+FFFF).
+	prefix    uint64
+	byteOrder bool
 }
 
 // key returns m's decoded name.
@@ -161,8 +166,47 @@ func (c *canonWriter) key(m canonMember) []byte {
 }
 
 // compare orders members as RFC 8785 does: by the UTF-16 code units of
-// their names.
-func (c *canonWriter) compare(a, b canonMember) int { return compareUTF16(c.key(a), c.key(b)) }
+// their names. Names that differ in their first 8 bytes, below 0xEE, are
+// in byte order, which their prefixes give at once.
+func (c *canonWriter) compare(a, b canonMember) int {
+	if a.prefix != b.prefix && a.byteOrder && b.byteOrder {
+		if a.prefix < b.prefix {
+			return -1
+		}
+		return 1
+	}
+	return compareUTF16(c.key(a), c.key(b))
+}
+
+// setPrefix fills m's prefix and byteOrder from its name.
+func (c *canonWriter) setPrefix(m *canonMember) {
+	k := c.key(*m)
+	m.prefix, m.byteOrder = 0, true
+	for i := range 8 {
+		var b byte
+		if i < len(k) {
+			b = k[i]
+		}
+		m.prefix = m.prefix<<8 | uint64(b)
+		if b >= 0xee {
+			m.byteOrder = false
+		}
+	}
+}
+
+// sortMembers sorts an object's members by name: by insertion, as few as
+// objects have, else by slices.SortFunc.
+func (c *canonWriter) sortMembers(ms []canonMember) {
+	if len(ms) > 24 {
+		slices.SortFunc(ms, c.compare)
+		return
+	}
+	for i := 1; i < len(ms); i++ {
+		for j := i; j > 0 && c.compare(ms[j-1], ms[j]) > 0; j-- {
+			ms[j-1], ms[j] = ms[j], ms[j-1]
+		}
+	}
+}
 
 func (c *canonWriter) space() {
 	for c.i < len(c.in) {
@@ -315,6 +359,7 @@ func (c *canonWriter) object(skip string) bool {
 				c.out = c.out[:m.start]
 			} else {
 				m.end = len(c.out)
+				c.setPrefix(&m)
 				c.members = append(c.members, m)
 			}
 			c.space()
@@ -333,9 +378,7 @@ func (c *canonWriter) object(skip string) bool {
 	}
 	c.depth--
 	members := c.members[base:]
-	if !slices.IsSortedFunc(members, c.compare) {
-		slices.SortFunc(members, c.compare)
-	}
+	c.sortMembers(members)
 	for i := 1; i < len(members); i++ {
 		if c.compare(members[i-1], members[i]) == 0 {
 			return false // jcs.Transform refuses repeated names

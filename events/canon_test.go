@@ -31,6 +31,7 @@ var canonCases = []struct {
 	{"integers", `{"a":0,"b":-0,"c":7,"d":-12,"e":123456789012345,"f":-999999999999999}`, true},
 	{"long integers", `{"a":1234567890123456,"b":12345678901234567890,"c":-9007199254740993,"d":100000000000000000000000}`, true},
 	{"fractions and exponents", `{"a":1.0,"b":1e0,"c":1E+2,"d":1e-7,"e":0.000001,"f":1e21,"g":0.1,"h":-1.5e-10,"i":5e-324,"j":1.7976931348623157e308,"k":2.50,"l":-0.0,"m":0e5}`, true},
+	{"many members", manyMembers(40), true},
 	{"nested", `{"z":{"y":{"x":[{"b":1,"a":2},[{"d":[],"c":{}}]]}},"a":[[["deep"]]]}`, true},
 	{"a verdict", `{"specversion":"1.0","id":"x","source":"toolsentry","type":"io.toolsentry.verdict.schema.v1","subject":"crm.lookup","time":"2026-11-29T10:00:00Z","datacontenttype":"application/json","predecessorhash":"sha256:00","data":{"verdict":"SCHEMA_MATCH","changes":[],"migration":{"steps":[]},"input_sequence":18446744073709551615}}`, true},
 	// jcs.Transform's own ways, left to it.
@@ -39,6 +40,28 @@ var canonCases = []struct {
 	{"escaped surrogate pair in a name", `{"\ud83d\ude00":1,"\ue000":2}`, false},
 	{"number out of range", `{"a":1e400}`, false},
 	{"nested beyond the fast writer", strings.Repeat(`{"a":`, canonMaxDepth+1) + `1` + strings.Repeat(`}`, canonMaxDepth+1), false},
+}
+
+// manyMembers is an object of n members in no order, more than the
+// writer sorts by insertion, with names that share long prefixes and names
+// that UTF-16 orders otherwise than UTF-8.
+func manyMembers(n int) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		name := fmt.Sprintf("member_with_a_long_prefix_%d", (i*7919)%n)
+		switch i % 5 {
+		case 1:
+			name = fmt.Sprintf("%c%d", 0xe000+i, i)
+		case 2:
+			name = fmt.Sprintf("%c%d", 0x10000+i, i)
+		}
+		fmt.Fprintf(&b, "\"%s\":%d", name, i)
+	}
+	return b.String() + "}"
 }
 
 // TestCanonicalizeIsJCS holds the fast canonical form to jcs.Transform,

@@ -29,8 +29,10 @@ func plainSchemaVerdict(ev *Event) bool {
 	if !plainAttr(ev.ID) || !plainAttr(ev.Source) || ev.DataSchema != "" {
 		return false
 	}
-	if _, err := url.Parse(ev.Source); err != nil {
-		return false
+	if !plainToken(ev.Source) {
+		if _, err := url.Parse(ev.Source); err != nil {
+			return false
+		}
 	}
 	if ev.Subject != "" && ev.Subject != v.ToolID {
 		return false
@@ -40,8 +42,8 @@ func plainSchemaVerdict(ev *Event) bool {
 			return false
 		}
 	}
-	for name, val := range ev.Extensions {
-		if name != AttrPrevious || !ValidDigest(val) {
+	if len(ev.Extensions) > 0 {
+		if prev, ok := ev.Extensions[AttrPrevious]; !ok || len(ev.Extensions) > 1 || !ValidDigest(prev) {
 			return false
 		}
 	}
@@ -71,6 +73,18 @@ func plainAttr(s string) bool {
 	}
 	for _, r := range s {
 		if r < 0x20 || (r >= 0x7f && r <= 0x9f) {
+			return false
+		}
+	}
+	return true
+}
+
+// plainToken reports whether s is made of A-Z a-z 0-9 - _ only, as the
+// source of verdicts (the prefix) is: a relative URI-reference, a path,
+// that url.Parse takes without a second look.
+func plainToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
 			return false
 		}
 	}
