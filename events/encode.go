@@ -313,7 +313,11 @@ func payloadData(ev Event) (data []byte, key, verdict string, err error) {
 	case ev.Kind == KindWorkflow && ev.Workflow != nil:
 		data, key = ev.Workflow.Raw, ev.Workflow.CompositionID
 	case ev.Kind == KindSchemaVerdict && ev.SchemaVerdict != nil:
-		v, key, verdict = ev.SchemaVerdict, ev.SchemaVerdict.ToolID, string(ev.SchemaVerdict.Verdict)
+		sv := ev.SchemaVerdict
+		if data, err = sv.appendJSON(make([]byte, 0, 512+len(sv.Changes)+len(sv.Affected)+len(sv.Migration))); err != nil {
+			return nil, "", "", fmt.Errorf("%w: %s: %v", ErrBadEvent, ev.Kind, err)
+		}
+		key, verdict = sv.ToolID, string(sv.Verdict)
 	case ev.Kind == KindCompositionVerdict && ev.CompositionVerdict != nil:
 		v, key, verdict = ev.CompositionVerdict, ev.CompositionVerdict.CompositionID, string(ev.CompositionVerdict.Verdict)
 	case ev.Kind == KindWorkflowObserved && ev.WorkflowObserved != nil:

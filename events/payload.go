@@ -62,26 +62,11 @@ type MCPTool struct {
 	Other        map[string]json.RawMessage // nil when none
 }
 
-// MarshalJSON writes the MCP wire form.
+// MarshalJSON writes the MCP wire form: one object, its members sorted by
+// name, the named fields over members of Other of the same name, strings
+// without HTML escaping, raw values compacted.
 func (t MCPTool) MarshalJSON() ([]byte, error) {
-	m := make(map[string]any, 7+len(t.Other))
-	for k, v := range t.Other {
-		m[k] = v
-	}
-	m["name"] = t.Name
-	if t.Title != "" {
-		m["title"] = t.Title
-	}
-	if t.Description != "" {
-		m["description"] = t.Description
-	}
-	m["inputSchema"] = t.InputSchema
-	for k, v := range map[string]json.RawMessage{"outputSchema": t.OutputSchema, "annotations": t.Annotations, "_meta": t.Meta} {
-		if v != nil {
-			m[k] = v
-		}
-	}
-	return marshalJSON(m)
+	return t.appendJSON(make([]byte, 0, 256+len(t.InputSchema)+len(t.OutputSchema)+len(t.Annotations)))
 }
 
 // Invocation is the data of TypeInvocation. It never holds argument

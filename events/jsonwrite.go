@@ -1,0 +1,189 @@
+package events
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// This file writes the payloads that the hot path marshals (a schema
+// verdict, an MCP tool) without reflection: byte for byte what
+// marshalJSON (encoding/json without HTML escaping) writes for them, as
+// TestJSONWriters and FuzzJSONWriters check against encoding/json.
+
+// appendMarshalString appends s as encoding/json writes a string without
+// HTML escaping: '"' and '\\' escaped, control characters as \b \f \n \r
+// \t or \u00xx, U+2028 and U+2029 as \u2028 and \u2029, invalid UTF-8 as
+// \ufffd, everything else as it is. (appendJSONString differs in \b, \f,
+// U+2028 and U+2029.)
+func appendMarshalString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if b := s[i]; b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '\\', '"':
+				dst = append(dst, '\\', b)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		c, size := utf8.DecodeRuneInString(s[i:])
+		if c == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if c == '\u2028' || c == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[c&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// rawMessageType is the type encoding/json names in the error of a raw
+// value that is not JSON.
+var rawMessageType = reflect.TypeFor[json.RawMessage]()
+
+// appendMarshalRaw appends raw JSON as encoding/json writes a
+// json.RawMessage: null for nil, else compacted (white space removed),
+// and fails with encoding/json's error if it is not one JSON value.
+func appendMarshalRaw(dst []byte, raw json.RawMessage) ([]byte, error) {
+	if raw == nil {
+		return append(dst, "null"...), nil
+	}
+	buf := bytes.NewBuffer(dst)
+	if err := json.Compact(buf, raw); err != nil {
+		return nil, &json.MarshalerError{Type: rawMessageType, Err: err}
+	}
+	return buf.Bytes(), nil
+}
+
+// appendJSON appends the verdict as marshalJSON writes it: its members in
+// field order, agent_id left out when empty.
+func (v *SchemaVerdict) appendJSON(dst []byte) ([]byte, error) {
+	var err error
+	dst = append(dst, `{"verdict":`...)
+	dst = appendMarshalString(dst, string(v.Verdict))
+	dst = append(dst, `,"directive":`...)
+	dst = appendMarshalString(dst, v.Directive)
+	dst = append(dst, `,"manifest_digest":`...)
+	dst = appendMarshalString(dst, v.ManifestDigest)
+	dst = append(dst, `,"tool_id":`...)
+	dst = appendMarshalString(dst, v.ToolID)
+	if v.AgentID != "" {
+		dst = append(dst, `,"agent_id":`...)
+		dst = appendMarshalString(dst, v.AgentID)
+	}
+	dst = append(dst, `,"version":`...)
+	dst = appendMarshalString(dst, v.Version)
+	dst = append(dst, `,"baseline_fingerprint":`...)
+	dst = appendMarshalString(dst, v.BaselineFingerprint)
+	dst = append(dst, `,"current_fingerprint":`...)
+	dst = appendMarshalString(dst, v.CurrentFingerprint)
+	dst = append(dst, `,"changes":`...)
+	if dst, err = appendMarshalRaw(dst, v.Changes); err != nil {
+		return nil, err
+	}
+	dst = append(dst, `,"affected":`...)
+	if dst, err = appendMarshalRaw(dst, v.Affected); err != nil {
+		return nil, err
+	}
+	dst = append(dst, `,"migration":`...)
+	if dst, err = appendMarshalRaw(dst, v.Migration); err != nil {
+		return nil, err
+	}
+	dst = append(dst, `,"guard_version":`...)
+	dst = appendMarshalString(dst, v.GuardVersion)
+	dst = append(dst, `,"input_event_id":`...)
+	dst = appendMarshalString(dst, v.InputEventID)
+	dst = append(dst, `,"input_subject":`...)
+	dst = appendMarshalString(dst, v.InputSubject)
+	dst = append(dst, `,"input_sequence":`...)
+	dst = strconv.AppendUint(dst, v.InputSequence, 10)
+	return append(dst, '}'), nil
+}
+
+// toolMember is one member of an MCP tool's wire form.
+type toolMember struct {
+	name  string
+	str   string          // a string value, when raw is not set
+	raw   json.RawMessage // a raw value
+	isRaw bool
+}
+
+// appendJSON appends the tool's wire form as MarshalJSON describes it:
+// one object, members sorted by name (byte order, as encoding/json sorts a
+// map's keys), the named fields over members of Other of the same name.
+func (t MCPTool) appendJSON(dst []byte) ([]byte, error) {
+	var fixed [7]toolMember
+	members := fixed[:0]
+	members = append(members, toolMember{name: "name", str: t.Name})
+	if t.Title != "" {
+		members = append(members, toolMember{name: "title", str: t.Title})
+	}
+	if t.Description != "" {
+		members = append(members, toolMember{name: "description", str: t.Description})
+	}
+	members = append(members, toolMember{name: "inputSchema", raw: t.InputSchema, isRaw: true})
+	for _, m := range []toolMember{{name: "outputSchema", raw: t.OutputSchema}, {name: "annotations", raw: t.Annotations}, {name: "_meta", raw: t.Meta}} {
+		if m.raw != nil {
+			m.isRaw = true
+			members = append(members, m)
+		}
+	}
+	for k, v := range t.Other {
+		if !slices.ContainsFunc(members, func(m toolMember) bool { return m.name == k }) {
+			members = append(members, toolMember{name: k, raw: v, isRaw: true})
+		}
+	}
+	slices.SortFunc(members, func(a, b toolMember) int { return strings.Compare(a.name, b.name) })
+	dst = append(dst, '{')
+	for i, m := range members {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendMarshalString(dst, m.name)
+		dst = append(dst, ':')
+		if !m.isRaw {
+			dst = appendMarshalString(dst, m.str)
+			continue
+		}
+		var err error
+		if dst, err = appendMarshalRaw(dst, m.raw); err != nil {
+			return nil, err
+		}
+	}
+	return append(dst, '}'), nil
+}
