@@ -121,14 +121,14 @@ func CheckpointID(toolID string, throughSeq uint64) string {
 }
 
 func lengthPrefixedID(fields ...string) string {
-	h := sha256.New()
-	var l [8]byte
+	var buf [512]byte // the fields of a verdict id fit, hashed without allocating
+	b := buf[:0]
 	for _, s := range fields {
-		binary.BigEndian.PutUint64(l[:], uint64(len(s)))
-		h.Write(l[:])
-		h.Write([]byte(s))
+		b = binary.BigEndian.AppendUint64(b, uint64(len(s)))
+		b = append(b, s...)
 	}
-	return hex.EncodeToString(h.Sum(nil)[:16])
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
 }
 
 // DerivedID is the id of an event that a worker derives from an input

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -145,4 +146,24 @@ func FuzzEncodeSchemaVerdict(f *testing.F) {
 		}
 		checkPlainVerdict(t, ev)
 	})
+}
+
+// TestPlainVerdictName: plainVerdictName, which Names.Verdict uses, is
+// verdictRE.
+func TestPlainVerdictName(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	alphabet := []string{"A", "Z", "a", "0", "9", "_", "-", " ", "é", "\n", "D"}
+	cases := []string{"", "A", "SCHEMA_MATCH", "DRIFT_ON_USED_FIELDS", "a", "_A", "0A", "A" + strings.Repeat("_", 63), "A" + strings.Repeat("_", 64), "AB\n"}
+	for range 5000 {
+		var b strings.Builder
+		for range r.IntN(70) {
+			b.WriteString(alphabet[r.IntN(len(alphabet))])
+		}
+		cases = append(cases, b.String())
+	}
+	for _, s := range cases {
+		if got, want := plainVerdictName(s), verdictRE.MatchString(s); got != want {
+			t.Errorf("plainVerdictName(%q) = %v, verdictRE says %v", s, got, want)
+		}
+	}
 }
