@@ -60,6 +60,27 @@ type Directives struct {
 
 	mu     sync.Mutex
 	byTool map[string]map[string]struct{} // "schema.<tool>" → agent keys
+	// heads holds what put compares of each key's directive in force, for
+	// the revision it was read or written at: a directive is decoded once
+	// per revision, not once per verdict that might replace it (a tool-wide
+	// verdict looks at every agent's directive of the tool).
+	heads map[string]directiveHead
+}
+
+// directiveHead is what the projector compares of a directive in force.
+type directiveHead struct {
+	rev      uint64 // the revision of the key it was read from
+	readable bool   // false: the value did not decode as a directive
+	// sequence is the directive's Verdict.Sequence; agentID and
+	// toFingerprint are its AgentID and ToFingerprint.
+	sequence      uint64
+	agentID       string
+	toFingerprint string
+}
+
+// headOf returns the head of a directive written at rev.
+func headOf(dir *events.Directive, rev uint64) directiveHead {
+	return directiveHead{rev: rev, readable: true, sequence: dir.Verdict.Sequence, agentID: dir.AgentID, toFingerprint: dir.ToFingerprint}
 }
 
 // StartDirectives provisions the projector's durable consumer on the verdict
@@ -87,7 +108,7 @@ func StartDirectives(ctx context.Context, js jetstream.JetStream, res *Resources
 	if err != nil {
 		return nil, fmt.Errorf("provisioning consumer %s on %s: %w", durable, cfg.VerdictsStream(), err)
 	}
-	d := &Directives{names: names, byTool: map[string]map[string]struct{}{}}
+	d := &Directives{names: names, byTool: map[string]map[string]struct{}{}, heads: map[string]directiveHead{}}
 	d.view, err = NewView(ctx, res.Directives, ViewOptions{OnChange: d.index})
 	if err != nil {
 		return nil, err
@@ -128,8 +149,14 @@ func (d *Directives) Close() error {
 	return err
 }
 
-// index keeps, per tool, the keys of its agents' directives.
+// index keeps, per tool, the keys of its agents' directives, and forgets
+// the head of a deleted key.
 func (d *Directives) index(key string, present bool) {
+	if !present {
+		d.mu.Lock()
+		delete(d.heads, key)
+		d.mu.Unlock()
+	}
 	if !strings.HasPrefix(key, events.DirectiveSchema+".") || strings.Count(key, ".") != 2 {
 		return
 	}
@@ -158,20 +185,12 @@ func (d *Directives) agentKeys(toolKey string) []string {
 }
 
 func (d *Directives) handle(ctx context.Context, m *Message) error {
-	ev, err := d.names.Decode(m.Subject, m.Header, m.Data)
+	dir, key, err := d.directiveOf(m)
 	if err != nil {
 		return permanent(err)
 	}
-	dir, err := events.DirectiveOf(ev, m.StreamSeq)
-	if err != nil {
-		return permanent(err)
-	}
-	key, err := dir.Key()
-	if err != nil {
-		return permanent(err)
-	}
-	if err := d.put(ctx, key, func(cur *events.Directive) (events.Directive, bool) {
-		if cur != nil && cur.Verdict.Sequence >= dir.Verdict.Sequence {
+	if err := d.put(ctx, key, func(cur *directiveHead) (events.Directive, bool) {
+		if cur != nil && cur.sequence >= dir.Verdict.Sequence {
 			return events.Directive{}, false // applied before, or older
 		}
 		return dir, true
@@ -183,14 +202,14 @@ func (d *Directives) handle(ctx context.Context, m *Message) error {
 		return nil
 	}
 	for _, k := range d.agentKeys(key) {
-		err := d.put(ctx, k, func(cur *events.Directive) (events.Directive, bool) {
-			if cur == nil || cur.Verdict.Sequence >= dir.Verdict.Sequence || cur.ToFingerprint == dir.ToFingerprint {
+		err := d.put(ctx, k, func(cur *directiveHead) (events.Directive, bool) {
+			if cur == nil || cur.sequence >= dir.Verdict.Sequence || cur.toFingerprint == dir.ToFingerprint {
 				return events.Directive{}, false
 			}
 			next := dir
-			next.AgentID = cur.AgentID
+			next.AgentID = cur.agentID
 			next.SupersededBy = dir.Verdict.ID
-			next.Reason = fmt.Sprintf("the tool now presents %s, not %s that the agent's last verdict was about: %s", short(dir.ToFingerprint), short(cur.ToFingerprint), dir.Reason)
+			next.Reason = fmt.Sprintf("the tool now presents %s, not %s that the agent's last verdict was about: %s", short(dir.ToFingerprint), short(cur.toFingerprint), dir.Reason)
 			return next, true
 		})
 		if err != nil {
@@ -200,29 +219,93 @@ func (d *Directives) handle(ctx context.Context, m *Message) error {
 	return nil
 }
 
-// put writes the directive that next derives from the current one (nil if
-// none or unreadable), unless next says there is nothing to change.
-func (d *Directives) put(ctx context.Context, key string, next func(cur *events.Directive) (events.Directive, bool)) error {
-	_, err := d.view.Update(ctx, key, func(current []byte, found bool) ([]byte, error) {
-		var cur *events.Directive
+// directiveOf decodes a verdict message and returns the directive it sets
+// and the directive's key.
+func (d *Directives) directiveOf(m *Message) (events.Directive, string, error) {
+	ev, err := d.names.Decode(m.Subject, m.Header, m.Data)
+	if err != nil {
+		return events.Directive{}, "", err
+	}
+	dir, err := events.DirectiveOf(ev, m.StreamSeq)
+	if err != nil {
+		return events.Directive{}, "", err
+	}
+	key, err := dir.Key()
+	if err != nil {
+		return events.Directive{}, "", err
+	}
+	return dir, key, nil
+}
+
+// put writes the directive that next derives from the head of the current
+// one (nil if none or unreadable), unless next says there is nothing to
+// change. When the head of the key's current revision is known and next
+// changes nothing, put neither copies nor decodes the value.
+func (d *Directives) put(ctx context.Context, key string, next func(cur *directiveHead) (events.Directive, bool)) error {
+	if rev, ok := d.view.Revision(key); ok {
+		if h, ok := d.head(key, rev); ok && h.readable {
+			if _, change := next(&h); !change {
+				return nil
+			}
+		}
+	}
+	var written directiveHead
+	e, err := d.view.UpdateEntry(ctx, key, func(current Entry, found bool) ([]byte, error) {
+		written = directiveHead{} // called again after a conflict
+		var cur *directiveHead
 		if found {
-			var c events.Directive
-			if err := json.Unmarshal(current, &c); err == nil {
-				cur = &c
-			} else {
-				zerolog.Ctx(ctx).Warn().Str("key", key).Err(err).Msg("directive unreadable; replacing it")
+			h := d.readHead(ctx, key, current)
+			if h.readable {
+				cur = &h
 			}
 		}
 		dir, ok := next(cur)
 		if !ok {
 			return nil, ErrNoChange
 		}
+		written = headOf(&dir, 0)
 		return json.Marshal(dir)
 	})
 	if err != nil {
 		return fmt.Errorf("writing directive %s: %w", key, err)
 	}
+	if written.readable && e.Revision != 0 {
+		written.rev = e.Revision
+		d.mu.Lock()
+		d.heads[key] = written
+		d.mu.Unlock()
+	}
 	return nil
+}
+
+// head returns the cached head of key at rev.
+func (d *Directives) head(key string, rev uint64) (directiveHead, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	h, ok := d.heads[key]
+	return h, ok && h.rev == rev
+}
+
+// readHead returns the head of a key's current value: cached for its
+// revision, or decoded (and cached). A value that is not a directive is
+// logged once per revision and has an unreadable head.
+func (d *Directives) readHead(ctx context.Context, key string, current Entry) directiveHead {
+	if h, ok := d.head(key, current.Revision); ok {
+		return h
+	}
+	h := directiveHead{rev: current.Revision}
+	var c events.Directive
+	if err := json.Unmarshal(current.Value, &c); err == nil {
+		h = headOf(&c, current.Revision)
+	} else {
+		zerolog.Ctx(ctx).Warn().Str("key", key).Err(err).Msg("directive unreadable; replacing it")
+	}
+	d.mu.Lock()
+	if cur, ok := d.heads[key]; !ok || cur.rev < h.rev {
+		d.heads[key] = h
+	}
+	d.mu.Unlock()
+	return h
 }
 
 // short keeps a fingerprint's algorithm and 12 hex digits, for reasons.

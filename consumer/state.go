@@ -52,6 +52,11 @@ type Entry struct {
 // copy. Returning ErrNoChange writes nothing; any other error aborts.
 type MergeFunc func(current []byte, found bool) ([]byte, error)
 
+// EntryMergeFunc is a MergeFunc that also sees the current value's
+// revision (0 when found is false), for callers that cache what they
+// decoded of a revision.
+type EntryMergeFunc func(current Entry, found bool) ([]byte, error)
+
 type viewEntry struct {
 	value   []byte
 	rev     uint64
@@ -305,10 +310,16 @@ func (v *View) CompareAndSet(ctx context.Context, key string, value []byte, last
 // writers never lose an update. It returns the entry as written (or the
 // current one if merge returned ErrNoChange).
 func (v *View) Update(ctx context.Context, key string, merge MergeFunc) (Entry, error) {
+	return v.UpdateEntry(ctx, key, func(cur Entry, found bool) ([]byte, error) { return merge(cur.Value, found) })
+}
+
+// UpdateEntry is Update with a merge function that sees the current entry,
+// its revision included.
+func (v *View) UpdateEntry(ctx context.Context, key string, merge EntryMergeFunc) (Entry, error) {
 	cur, found := v.Get(key)
 	cur.Key = key
 	for attempt := 1; ; attempt++ {
-		next, err := merge(cur.Value, found)
+		next, err := merge(cur, found)
 		if errors.Is(err, ErrNoChange) {
 			return cur, nil
 		}
