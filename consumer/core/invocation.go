@@ -27,14 +27,27 @@ func (c *Core) applyInvocation(st State, in Input) (Effects, error) {
 	var eff Effects
 	ov := newOverlay(st)
 
-	u := &UsageRecord{ToolID: inv.ToolID, AgentID: inv.AgentID, Input: map[string][]string{}}
-	if prev, ok := st.Usage(inv.ToolID, inv.AgentID); ok {
-		u = cloneUsage(prev)
+	// u is the store's record as long as nothing may change it (an agent
+	// calling as it always did), else a copy.
+	prev, found := st.Usage(inv.ToolID, inv.AgentID)
+	u, grew := prev, false
+	own := func() {
+		if found {
+			u = cloneUsage(prev)
+		} else {
+			u = &UsageRecord{ToolID: inv.ToolID, AgentID: inv.AgentID, Input: map[string][]string{}}
+		}
+		grew = u.grow(inv)
 	}
-	grew := u.grow(inv)
+	if !found || prev.grows(inv) {
+		own()
+	}
 	dirty := grew
 
 	if rec, ok := st.Baseline(inv.ToolID); ok {
+		if u == prev && mayTell(rec, u, inv, grew) {
+			own()
+		}
 		notified, err := c.checkAgentDrift(ov, in, rec, u, grew, &eff)
 		if err != nil {
 			return Effects{}, err
@@ -103,6 +116,47 @@ func succeeded(o *events.Outcome) bool {
 		return *o.Correct
 	}
 	return o.Status == "ok"
+}
+
+// grows reports whether grow would add anything, reading u only.
+func (u *UsageRecord) grows(inv *events.Invocation) bool {
+	for p, t := range inv.ArgumentTypes {
+		names, seen := u.Input[p]
+		if !seen || t&guards.TypeAny&^typeSetOf(names) != 0 {
+			return true
+		}
+	}
+	for _, p := range inv.UsedFields {
+		if _, seen := u.Input[p]; !seen {
+			return true
+		}
+	}
+	for _, p := range inv.OutputFieldsRead {
+		if !slices.Contains(u.Output, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// typeSetOf is the set of the type names that are names of types.
+func typeSetOf(names []string) guards.TypeSet {
+	var t guards.TypeSet
+	for _, n := range names {
+		if ts, err := guards.ParseType(n); err == nil {
+			t |= ts
+		}
+	}
+	return t
+}
+
+// mayTell reports whether checkAgentDrift may change u: the agent names
+// another fingerprint than the current one, or what it sends was not yet
+// judged against the current version. Otherwise checkAgentDrift only reads
+// u, and applyInvocation lets it read the store's record.
+func mayTell(rec *BaselineRecord, u *UsageRecord, inv *events.Invocation, grew bool) bool {
+	fp := inv.SchemaFingerprint
+	return fp != "" && fp != rec.Current.Fingerprint || u.CheckedAgainst != rec.Current.Fingerprint || grew
 }
 
 // grow adds what the invocation shows of the agent's surface and reports

@@ -10,13 +10,27 @@ import (
 // wrote (a contract, then the workflows evaluated with it).
 type overlay struct {
 	State
-	records map[string]any // by bucket and ids
+	records map[recordKey]any // nil until the first write
 }
 
-func newOverlay(st State) *overlay { return &overlay{State: st, records: map[string]any{}} }
+func newOverlay(st State) *overlay { return &overlay{State: st} }
 
-func overlayKey(b Bucket, ids ...string) string {
-	return string(b) + "\x00" + strings.Join(ids, "\x00")
+// recordKey names a record by bucket and ids: [tool], [tool, agent] or
+// [composition]; more ids (none are written) would be joined in rest.
+type recordKey struct {
+	bucket   Bucket
+	id, rest string
+}
+
+func overlayKey(b Bucket, ids ...string) recordKey {
+	k := recordKey{bucket: b}
+	if len(ids) > 0 {
+		k.id = ids[0]
+	}
+	if len(ids) > 1 {
+		k.rest = strings.Join(ids[1:], "\x00")
+	}
+	return k
 }
 
 // write records w in the effects, replacing an earlier write of the same
@@ -28,6 +42,9 @@ func (o *overlay) write(eff *Effects, w Write) {
 		eff.Writes[i] = w
 	} else {
 		eff.Writes = append(eff.Writes, w)
+	}
+	if o.records == nil {
+		o.records = map[recordKey]any{}
 	}
 	o.records[k] = w.Record
 }

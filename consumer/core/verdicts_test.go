@@ -111,3 +111,57 @@ func TestEveryVerdictMatchesItsSchema(t *testing.T) {
 		}
 	}
 }
+
+// TestInvocationLeavesStoredRecordsAlone: applyInvocation reads the
+// store's usage record without copying it while nothing changes it, and
+// never writes to it: the records the state returned are as they were,
+// whatever the invocation (the same call again, a new field, an old
+// fingerprint, a field the tool no longer declares).
+func TestInvocationLeavesStoredRecordsAlone(t *testing.T) {
+	h := newHarness(t)
+	v1 := schemaVerdicts(t, h.observe("crm.lookup", "1", crmV1))[0].CurrentFingerprint
+	h.invoke("crm.lookup", "agent-a", `,"arguments":{"user_id":"u","limit":"5"}`)
+	snapshot := func() string {
+		b, err := json.Marshal(h.state.UsageOfTool("crm.lookup"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	for i, rest := range []string{
+		`,"arguments":{"user_id":"u","limit":"5"}`,
+		`,"arguments":{"user_id":"u","limit":"5"},"output_fields_read":["name"]`,
+		`,"arguments":{"user_id":"u","limit":7}`,
+		`,"used_fields":["include_deleted"]`,
+		// Not yet judged against the new version, then a pair not told yet.
+		`,"arguments":{"user_id":"u"}`,
+		`,"arguments":{"user_id":"u"},"schema_fingerprint":"` + v1 + `"`,
+		`,"arguments":{"user_id":"u"}`,
+	} {
+		switch i {
+		case 4:
+			h.observe("crm.lookup", "2", crmExtra) // drift on unused fields: advances
+		case 6:
+			h.observe("crm.lookup", "3", crmRenamed) // drift on used fields: held
+		}
+		before := snapshot()
+		data := fmt.Sprintf(`{"tool_id":"crm.lookup","agent_id":"agent-a"%s}`, rest)
+		body := fmt.Sprintf(`{"specversion":"1.0","id":"inv-%d","source":"test","type":%q,"data":%s}`, i, events.TypeInvocation, data)
+		const subject = "toolsentry.telemetry.invocation.crm=2Elookup"
+		ev, err := events.Decode(subject, nil, []byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.seq++
+		eff, err := h.core.Apply(h.state, Input{Event: ev, Subject: subject, Seq: h.seq})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after := snapshot(); after != before {
+			t.Fatalf("invocation %d changed the stored usage record:\nbefore %s\nafter  %s", i, before, after)
+		}
+		if err := h.state.Store(eff.Writes); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
