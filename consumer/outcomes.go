@@ -101,7 +101,7 @@ func (t *Txn) outcomes(toolID string) (*core.OutcomeRecord, bool) {
 		t.fail(err)
 		return nil, false
 	}
-	rk := readKey(core.Outcomes, key)
+	rk := readKey{core.Outcomes, key}
 	s := t.s
 	if s.log == nil || t.seq == 0 {
 		r, ok := t.lookupKey(core.Outcomes, key)
@@ -162,7 +162,7 @@ func (t *Txn) deferOutcome(key string, rec *core.OutcomeRecord) {
 	if s.gen != t.gen {
 		return
 	}
-	s.pending[key] = &pendingOutcome{rec: rec, base: t.read[readKey(core.Outcomes, key)], dirty: true}
+	s.pending[key] = &pendingOutcome{rec: rec, base: t.read[readKey{core.Outcomes, key}], dirty: true}
 }
 
 // stored records that rec is stored at revision rev.

@@ -199,10 +199,10 @@ func newRecord(b core.Bucket) any {
 // core's effects with compare-and-set against those revisions.
 type Txn struct {
 	s    *Store
-	read map[string]uint64 // bucket \x00 key → revision read (0: absent)
-	err  error             // the first read error (a corrupt record)
-	seq  uint64            // the input's stream sequence (0: not known)
-	gen  uint64            // Store.gen at the start
+	read map[readKey]uint64 // revision read (0: absent)
+	err  error              // the first read error (a corrupt record)
+	seq  uint64             // the input's stream sequence (0: not known)
+	gen  uint64             // Store.gen at the start
 }
 
 // Begin starts a transaction that stores every write at once (no input:
@@ -216,13 +216,17 @@ func (s *Store) BeginAt(seq uint64) *Txn {
 	s.pmu.Lock()
 	gen := s.gen
 	s.pmu.Unlock()
-	return &Txn{s: s, read: map[string]uint64{}, seq: seq, gen: gen}
+	return &Txn{s: s, read: make(map[readKey]uint64, 4), seq: seq, gen: gen}
 }
 
 // Err is the first error a read met; the core saw the record as absent.
 func (t *Txn) Err() error { return t.err }
 
-func readKey(b core.Bucket, key string) string { return string(b) + "\x00" + key }
+// readKey names a record a transaction read: its bucket and KV key.
+type readKey struct {
+	bucket core.Bucket
+	key    string
+}
 
 func (t *Txn) lookup(b core.Bucket, ids ...string) (any, bool) {
 	key, err := core.Key(ids...)
@@ -239,8 +243,8 @@ func (t *Txn) lookupKey(b core.Bucket, key string) (any, bool) {
 		t.fail(err)
 		return nil, false
 	}
-	if _, seen := t.read[readKey(b, key)]; !seen {
-		t.read[readKey(b, key)] = rev
+	if _, seen := t.read[readKey{b, key}]; !seen {
+		t.read[readKey{b, key}] = rev
 	}
 	return rec, rec != nil
 }
@@ -352,7 +356,7 @@ func (t *Txn) Commit(ctx context.Context, writes []core.Write) error {
 			continue
 		}
 		v := t.s.views[w.Bucket]
-		rev, read := t.read[readKey(w.Bucket, key)]
+		rev, read := t.read[readKey{w.Bucket, key}]
 		if !read {
 			rev, _ = v.Revision(key)
 		}
@@ -373,7 +377,7 @@ func (t *Txn) Commit(ctx context.Context, writes []core.Write) error {
 		if err != nil {
 			return err
 		}
-		t.read[readKey(w.Bucket, key)] = newRev
+		t.read[readKey{w.Bucket, key}] = newRev
 		if o, ok := w.Record.(*core.OutcomeRecord); ok {
 			t.s.storedOutcome(key, o, newRev, t.gen)
 		}

@@ -137,19 +137,46 @@ func unhexUpper(c byte) int {
 // KeyToken, joined by '.', so a key made of several ids (a tool and an
 // agent) stays reversible and KV watches can filter by its first parts
 // ("crm=2Elookup.>").
+//
+// It writes the key in one allocation, none for one id that needs no
+// escape: the processor builds a key per state record it reads.
 func KVKey(keys ...string) (string, error) {
 	if len(keys) == 0 {
 		return "", fmt.Errorf("%w: no keys", ErrBadKey)
 	}
-	tokens := make([]string, len(keys))
-	for i, k := range keys {
-		t, err := KeyToken(k)
-		if err != nil {
+	n := len(keys) - 1
+	for _, k := range keys {
+		if err := checkKey(k); err != nil {
 			return "", err
 		}
-		tokens[i] = t
+		n += len(k)
+		for i := 0; i < len(k); i++ {
+			if !plain(k[i]) {
+				n += 2
+			}
+		}
 	}
-	return strings.Join(tokens, "."), nil
+	if len(keys) == 1 && n == len(keys[0]) {
+		return keys[0], nil
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for j, k := range keys {
+		if j > 0 {
+			b.WriteByte('.')
+		}
+		for i := 0; i < len(k); i++ {
+			c := k[i]
+			if plain(c) {
+				b.WriteByte(c)
+				continue
+			}
+			b.WriteByte(keyEscape)
+			b.WriteByte(upperHex[c>>4])
+			b.WriteByte(upperHex[c&0xF])
+		}
+	}
+	return b.String(), nil
 }
 
 // ParseKVKey is the inverse of KVKey.

@@ -155,3 +155,30 @@ func FuzzKeyToken(f *testing.F) {
 		}
 	})
 }
+
+// TestKVKeyIsJoinedTokens: KVKey, written in one pass, is its ids'
+// KeyTokens joined by '.', and fails where KeyToken fails.
+func TestKVKeyIsJoinedTokens(t *testing.T) {
+	ids := []string{"crm.lookup", "agent-7", "a", "café", "a=b", "my tool", "x/y_z-1", "", strings.Repeat("é", 300), "\xff", strings.Repeat("a", MaxKeyLen)}
+	for _, a := range ids {
+		for _, b := range append([]string{"-"}, ids...) {
+			keys := []string{a}
+			if b != "-" {
+				keys = append(keys, b)
+			}
+			got, err := KVKey(keys...)
+			var want []string
+			var wantErr error
+			for _, k := range keys {
+				tok, err := KeyToken(k)
+				if err != nil && wantErr == nil {
+					wantErr = err
+				}
+				want = append(want, tok)
+			}
+			if (err != nil) != (wantErr != nil) || err == nil && got != strings.Join(want, ".") {
+				t.Errorf("KVKey(%q) = %q, %v; want %q, %v", keys, got, err, strings.Join(want, "."), wantErr)
+			}
+		}
+	}
+}
