@@ -2,6 +2,7 @@ package events
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"slices"
 	"strconv"
@@ -122,8 +123,10 @@ type canonWriter struct {
 	// their keys in keys.
 	members []canonMember
 	keys    []byte
-	// tmp holds an object's members while out receives them in order.
-	tmp []byte
+	// tmp holds an object's members while out receives them in order,
+	// order says which (indexes of its members, sorted).
+	tmp   []byte
+	order []int32
 }
 
 // canonPool keeps writers' buffers between verdicts.
@@ -138,7 +141,7 @@ func (c *canonWriter) release() {
 	if cap(c.out) > canonPoolMax || cap(c.tmp) > canonPoolMax || cap(c.keys) > canonPoolMax {
 		return
 	}
-	*c = canonWriter{out: c.out[:0], members: c.members[:0], keys: c.keys[:0], tmp: c.tmp[:0]}
+	*c = canonWriter{out: c.out[:0], members: c.members[:0], keys: c.keys[:0], tmp: c.tmp[:0], order: c.order[:0]}
 	canonPool.Put(c)
 }
 
@@ -181,31 +184,53 @@ func (c *canonWriter) compare(a, b canonMember) int {
 // setPrefix fills m's prefix and byteOrder from its name.
 func (c *canonWriter) setPrefix(m *canonMember) {
 	k := c.key(*m)
-	m.prefix, m.byteOrder = 0, true
-	for i := range 8 {
-		var b byte
-		if i < len(k) {
-			b = k[i]
-		}
-		m.prefix = m.prefix<<8 | uint64(b)
-		if b >= 0xee {
-			m.byteOrder = false
+	if len(k) >= 8 {
+		m.prefix = binary.BigEndian.Uint64(k)
+	} else {
+		var p [8]byte
+		copy(p[:], k)
+		m.prefix = binary.BigEndian.Uint64(p[:])
+	}
+	m.byteOrder = true
+	if m.prefix&0x8080808080808080 != 0 { // some byte is not ASCII
+		for p := m.prefix; p != 0; p >>= 8 {
+			if byte(p) >= 0xee {
+				m.byteOrder = false
+			}
 		}
 	}
 }
 
-// sortMembers sorts an object's members by name: by insertion, as few as
-// objects have, else by slices.SortFunc.
-func (c *canonWriter) sortMembers(ms []canonMember) {
+// sortMembers sorts an object's members by name into c.order, indexes of
+// ms: by insertion, as few as objects have, else by slices.SortFunc.
+func (c *canonWriter) sortMembers(ms []canonMember) []int32 {
+	order := c.order[:0]
+	for i := range ms {
+		order = append(order, int32(i))
+	}
+	c.order = order
 	if len(ms) > 24 {
-		slices.SortFunc(ms, c.compare)
-		return
+		slices.SortFunc(order, func(a, b int32) int { return c.compare(ms[a], ms[b]) })
+		return order
 	}
-	for i := 1; i < len(ms); i++ {
-		for j := i; j > 0 && c.compare(ms[j-1], ms[j]) > 0; j-- {
-			ms[j-1], ms[j] = ms[j], ms[j-1]
+	for i := 1; i < len(order); i++ {
+		x := order[i]
+		mx := &ms[x]
+		j := i
+		for ; j > 0; j-- {
+			my := &ms[order[j-1]]
+			if my.prefix != mx.prefix && my.byteOrder && mx.byteOrder {
+				if my.prefix < mx.prefix {
+					break
+				}
+			} else if c.compare(*my, *mx) <= 0 {
+				break
+			}
+			order[j] = order[j-1]
 		}
+		order[j] = x
 	}
+	return order
 }
 
 func (c *canonWriter) space() {
@@ -378,9 +403,9 @@ func (c *canonWriter) object(skip string) bool {
 	}
 	c.depth--
 	members := c.members[base:]
-	c.sortMembers(members)
-	for i := 1; i < len(members); i++ {
-		if c.compare(members[i-1], members[i]) == 0 {
+	order := c.sortMembers(members)
+	for i := 1; i < len(order); i++ {
+		if c.compare(members[order[i-1]], members[order[i]]) == 0 {
 			return false // jcs.Transform refuses repeated names
 		}
 	}
@@ -388,10 +413,11 @@ func (c *canonWriter) object(skip string) bool {
 	// aside and write it back sorted, with the braces and commas.
 	c.tmp = append(c.tmp[:0], c.out[start:]...)
 	c.out = append(c.out[:start], '{')
-	for i, m := range members {
+	for i, k := range order {
 		if i > 0 {
 			c.out = append(c.out, ',')
 		}
+		m := &members[k]
 		c.out = append(c.out, c.tmp[m.start-start:m.end-start]...)
 	}
 	c.out = append(c.out, '}')
