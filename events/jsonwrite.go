@@ -20,13 +20,17 @@ import (
 // \t or \u00xx, U+2028 and U+2029 as \u2028 and \u2029, invalid UTF-8 as
 // \ufffd, everything else as it is. (appendJSONString differs in \b, \f,
 // U+2028 and U+2029.)
-func appendMarshalString(dst []byte, s string) []byte {
+func appendMarshalString(dst []byte, s string) []byte { return appendEncodedString(dst, s, false) }
+
+// appendEncodedString appends s as encoding/json writes a string, with
+// HTML escaping (<, > and & as \u003c, \u003e and \u0026) or without.
+func appendEncodedString(dst []byte, s string, html bool) []byte {
 	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		if b := s[i]; b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' {
+			if b >= 0x20 && b != '"' && b != '\\' && (!html || b != '<' && b != '>' && b != '&') {
 				i++
 				continue
 			}
@@ -80,14 +84,50 @@ var rawMessageType = reflect.TypeFor[json.RawMessage]()
 // json.RawMessage: null for nil, else compacted (white space removed),
 // and fails with encoding/json's error if it is not one JSON value.
 func appendMarshalRaw(dst []byte, raw json.RawMessage) ([]byte, error) {
+	return appendEncodedRaw(dst, raw, false)
+}
+
+// appendEncodedRaw is appendMarshalRaw with HTML escaping or without:
+// with it, <, >, &, U+2028 and U+2029 are escaped wherever they are, as
+// encoding/json's compaction escapes them (valid JSON has them in strings
+// only).
+func appendEncodedRaw(dst []byte, raw json.RawMessage, html bool) ([]byte, error) {
 	if raw == nil {
 		return append(dst, "null"...), nil
 	}
+	start := len(dst)
 	buf := bytes.NewBuffer(dst)
 	if err := json.Compact(buf, raw); err != nil {
 		return nil, &json.MarshalerError{Type: rawMessageType, Err: err}
 	}
-	return buf.Bytes(), nil
+	dst = buf.Bytes()
+	if !html {
+		return dst, nil
+	}
+	i := start
+	for ; i < len(dst); i++ {
+		if c := dst[i]; c == '<' || c == '>' || c == '&' || c == 0xE2 {
+			break
+		}
+	}
+	if i == len(dst) {
+		return dst, nil
+	}
+	const hex = "0123456789abcdef"
+	escaped := append([]byte(nil), dst[start:i]...)
+	for ; i < len(dst); i++ {
+		c := dst[i]
+		switch {
+		case c == '<' || c == '>' || c == '&':
+			escaped = append(escaped, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+		case c == 0xE2 && i+2 < len(dst) && dst[i+1] == 0x80 && dst[i+2]&^1 == 0xA8:
+			escaped = append(escaped, '\\', 'u', '2', '0', '2', hex[dst[i+2]&0xF])
+			i += 2
+		default:
+			escaped = append(escaped, c)
+		}
+	}
+	return append(dst[:start], escaped...), nil
 }
 
 // appendJSON appends the verdict as marshalJSON writes it: its members in
@@ -143,10 +183,26 @@ type toolMember struct {
 	isRaw bool
 }
 
-// appendJSON appends the tool's wire form as MarshalJSON describes it:
-// one object, members sorted by name (byte order, as encoding/json sorts a
-// map's keys), the named fields over members of Other of the same name.
-func (t MCPTool) appendJSON(dst []byte) ([]byte, error) {
+// mcpToolType is the type encoding/json names in the error of a tool that
+// does not marshal.
+var mcpToolType = reflect.TypeFor[MCPTool]()
+
+// AppendJSON appends what json.Marshal(t) writes: MarshalJSON's bytes with
+// encoding/json's HTML escaping, and its error, without reflection or a
+// second pass.
+func (t MCPTool) AppendJSON(dst []byte) ([]byte, error) {
+	out, err := t.appendJSON(dst, true)
+	if err != nil {
+		return nil, &json.MarshalerError{Type: mcpToolType, Err: err}
+	}
+	return out, nil
+}
+
+// appendJSON appends the tool's wire form as MarshalJSON describes it,
+// HTML-escaped or not: one object, members sorted by name (byte order, as
+// encoding/json sorts a map's keys), the named fields over members of Other
+// of the same name.
+func (t MCPTool) appendJSON(dst []byte, html bool) ([]byte, error) {
 	var fixed [7]toolMember
 	members := fixed[:0]
 	members = append(members, toolMember{name: "name", str: t.Name})
@@ -174,14 +230,14 @@ func (t MCPTool) appendJSON(dst []byte) ([]byte, error) {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendMarshalString(dst, m.name)
+		dst = appendEncodedString(dst, m.name, html)
 		dst = append(dst, ':')
 		if !m.isRaw {
-			dst = appendMarshalString(dst, m.str)
+			dst = appendEncodedString(dst, m.str, html)
 			continue
 		}
 		var err error
-		if dst, err = appendMarshalRaw(dst, m.raw); err != nil {
+		if dst, err = appendEncodedRaw(dst, m.raw, html); err != nil {
 			return nil, err
 		}
 	}

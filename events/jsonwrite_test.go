@@ -65,6 +65,11 @@ func checkJSONWriters(t *testing.T, s string, raw []byte) {
 	got, gotErr = tool.MarshalJSON()
 	want, wantErr = refToolJSON(tool)
 	same("tool with Other behind absent fields", got, gotErr, want, wantErr)
+	for _, tool := range []MCPTool{tool, {Name: s, Description: s + "<&>", InputSchema: r, Other: map[string]json.RawMessage{"a<b": r}}} {
+		got, gotErr = tool.AppendJSON(nil)
+		want, wantErr = json.Marshal(tool)
+		same("tool, as json.Marshal writes it", got, gotErr, want, wantErr)
+	}
 }
 
 var jsonWriterCases = []struct{ s, raw string }{
@@ -73,6 +78,7 @@ var jsonWriterCases = []struct{ s, raw string }{
 	{"quote \" backslash \\ slash /", " { \"a\" : [ 1 ,\n 2 ] }\t"},
 	{"controls \b \f \n \r \t \x00 \x1f \x7f", `"s"`},
 	{"html <a href='x'>&amp;</a>", `["<>&", "\u003c"]`},
+	{"separators in raw", "{\"a\u2029\":\"x\u2028<\"}"},
 	{"separators \u2028 \u2029 and é € 😀", "[\"\u2028\"]"},
 	{"invalid \xff \xc3 utf-8", `[]`},
 	{"name", `{`},

@@ -66,7 +66,7 @@ type MCPTool struct {
 // name, the named fields over members of Other of the same name, strings
 // without HTML escaping, raw values compacted.
 func (t MCPTool) MarshalJSON() ([]byte, error) {
-	return t.appendJSON(make([]byte, 0, 256+len(t.InputSchema)+len(t.OutputSchema)+len(t.Annotations)))
+	return t.appendJSON(make([]byte, 0, 256+len(t.InputSchema)+len(t.OutputSchema)+len(t.Annotations)), false)
 }
 
 // Invocation is the data of TypeInvocation. It never holds argument

@@ -57,7 +57,7 @@ func (c *Core) applySchema(st State, in Input) (Effects, error) {
 }
 
 func (c *Core) observeTool(st *overlay, in Input, toolID, version string, tool events.MCPTool, eff *Effects) error {
-	raw, err := json.Marshal(tool)
+	raw, err := tool.AppendJSON(nil) // json.Marshal(tool), without reflection
 	if err != nil {
 		return fmt.Errorf("%w: tool: %v", guards.ErrInvalid, err)
 	}
