@@ -79,6 +79,15 @@ func EvaluateDrift(old, new ToolDefinition, surface UsedSurface) (DriftReport, e
 	if err != nil {
 		return DriftReport{}, fmt.Errorf("new tool: %w", err)
 	}
+	return EvaluateDriftFingerprinted(old, new, oldFP, newFP, surface)
+}
+
+// EvaluateDriftFingerprinted is EvaluateDrift for a caller that has the
+// tools' fingerprints already, oldFP = Fingerprint(old) and newFP =
+// Fingerprint(new) (the stream processor caches them per tool version):
+// it does not compute them again. The report names the fingerprints it is
+// given.
+func EvaluateDriftFingerprinted(old, new ToolDefinition, oldFP, newFP string, surface UsedSurface) (DriftReport, error) {
 	recs, loops, err := diffToolRecords(old, new)
 	if err != nil {
 		return DriftReport{}, err

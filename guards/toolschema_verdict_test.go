@@ -21,11 +21,25 @@ func mustTool(t testing.TB, doc string) ToolDefinition {
 	return tools[0]
 }
 
+// mustDrift evaluates the drift, and checks that EvaluateDriftFingerprinted
+// given the tools' fingerprints reports the same.
 func mustDrift(t testing.TB, old, new ToolDefinition, s UsedSurface) DriftReport {
 	t.Helper()
 	rep, err := EvaluateDrift(old, new, s)
 	if err != nil {
 		t.Fatalf("EvaluateDrift: %v", err)
+	}
+	oldFP, err1 := Fingerprint(old)
+	newFP, err2 := Fingerprint(new)
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	again, err := EvaluateDriftFingerprinted(old, new, oldFP, newFP, s)
+	if err != nil {
+		t.Fatalf("EvaluateDriftFingerprinted: %v", err)
+	}
+	if diff := cmp.Diff(rep, again); diff != "" {
+		t.Fatalf("EvaluateDriftFingerprinted differs (-EvaluateDrift +it):\n%s", diff)
 	}
 	return rep
 }

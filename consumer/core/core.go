@@ -152,6 +152,18 @@ func (c *Core) fingerprinted(v ToolVersion) (guards.ToolDefinition, string, erro
 	return p.def, p.fingerprint, p.err
 }
 
+// evaluateDrift is guards.EvaluateDrift of two tool versions' definitions
+// (their ids set), with their fingerprints from the cache when it has them.
+// A fingerprint that fails leaves it to EvaluateDrift, to fail alike.
+func (c *Core) evaluateDrift(oldV ToolVersion, old guards.ToolDefinition, newV ToolVersion, new guards.ToolDefinition, surface guards.UsedSurface) (guards.DriftReport, error) {
+	_, oldFP, oldErr := c.fingerprinted(oldV)
+	_, newFP, newErr := c.fingerprinted(newV)
+	if oldErr != nil || newErr != nil {
+		return guards.EvaluateDrift(old, new, surface)
+	}
+	return guards.EvaluateDriftFingerprinted(old, new, oldFP, newFP, surface)
+}
+
 // parsed returns the cache entry of a tool version, parsing it on a miss.
 // The lookup allocates nothing: the key is the version, then the raw JSON.
 func (c *Core) parsed(v ToolVersion) (*parsedTool, error) {

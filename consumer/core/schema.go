@@ -122,7 +122,7 @@ func (c *Core) observeTool(st *overlay, in Input, toolID, version string, tool e
 		agents := st.UsageOfTool(toolID)
 		held := false
 		report := func(agent string, surface guards.UsedSurface) (guards.SchemaVerdict, error) {
-			rep, err := guards.EvaluateDrift(baseDef, def, surface)
+			rep, err := c.evaluateDrift(prev.Baseline, baseDef, v, def, surface)
 			if err != nil {
 				return "", err
 			}
