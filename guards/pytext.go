@@ -27,6 +27,7 @@ type PyObject map[string]any
 // is a programming error in this package, never a consequence of input.
 func PyJSONDumps(obj PyObject) string {
 	var b strings.Builder
+	b.Grow(256) // a manifest's object: a few ids and fingerprints
 	writePyValue(&b, obj)
 	return b.String()
 }
@@ -93,7 +94,14 @@ const lowerHex = "0123456789abcdef"
 // written as U+FFFD, which is what decoding such bytes as JSON yields.
 func writePyJSONString(b *strings.Builder, s string) {
 	b.WriteByte('"')
-	for _, r := range s { // ranging over invalid UTF-8 yields U+FFFD
+	// A run of printable ASCII without quote or backslash, the whole of
+	// most ids and fingerprints, is written at once.
+	i := 0
+	for i < len(s) && s[i] >= 0x20 && s[i] <= 0x7e && s[i] != '"' && s[i] != '\\' {
+		i++
+	}
+	b.WriteString(s[:i])
+	for _, r := range s[i:] { // ranging over invalid UTF-8 yields U+FFFD
 		switch {
 		case r == '"':
 			b.WriteString(`\"`)

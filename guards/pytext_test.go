@@ -113,6 +113,13 @@ func FuzzPyJSONDumps(f *testing.F) {
 				t.Fatalf("byte %#x outside printable ASCII at %d in %q", out[i], i, out)
 			}
 		}
+		var ref strings.Builder
+		refPyJSONString(&ref, s)
+		var got strings.Builder
+		writePyJSONString(&got, s)
+		if got.String() != ref.String() {
+			t.Fatalf("writePyJSONString(%q) = %s, want %s", s, got.String(), ref.String())
+		}
 		if again := PyJSONDumps(obj); again != out {
 			t.Fatalf("unstable output: %q then %q", out, again)
 		}
@@ -121,4 +128,37 @@ func FuzzPyJSONDumps(f *testing.F) {
 			t.Fatalf("bad repr %q", repr)
 		}
 	})
+}
+
+// refPyJSONString is writePyJSONString before its run of plain ASCII:
+// rune by rune. The fuzz test holds the writer to it.
+func refPyJSONString(b *strings.Builder, s string) {
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"':
+			b.WriteString(`\"`)
+		case r == '\\':
+			b.WriteString(`\\`)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\b':
+			b.WriteString(`\b`)
+		case r == '\f':
+			b.WriteString(`\f`)
+		case r >= 0x20 && r <= 0x7e:
+			b.WriteRune(r)
+		case r > 0xffff:
+			r -= 0x10000
+			writeU4(b, 0xd800+(r>>10))
+			writeU4(b, 0xdc00+(r&0x3ff))
+		default:
+			writeU4(b, r)
+		}
+	}
+	b.WriteByte('"')
 }
