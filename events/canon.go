@@ -147,8 +147,7 @@ func (c *canonWriter) release() {
 
 // canonMember is one object member written to out: where its decoded
 // name is (in keys when it had escapes, else in in) and where its
-// canonical text is. It holds no pointers, so that sorting moves no more
-// than it must.
+// canonical text is.
 type canonMember struct {
 	escaped          bool
 	keyStart, keyEnd int
@@ -233,6 +232,7 @@ func (c *canonWriter) sortMembers(ms []canonMember) []int32 {
 	return order
 }
 
+// space skips JSON white space.
 func (c *canonWriter) space() {
 	for c.i < len(c.in) {
 		switch c.in[c.i] {
@@ -258,6 +258,7 @@ func (c *canonWriter) topObject() bool {
 	return c.i == len(c.in)
 }
 
+// value writes the value at c.i, after white space.
 func (c *canonWriter) value() bool {
 	c.space()
 	if c.i >= len(c.in) {
@@ -282,6 +283,7 @@ func (c *canonWriter) value() bool {
 	return false
 }
 
+// literal writes true, false or null.
 func (c *canonWriter) literal(word string) bool {
 	if len(c.in)-c.i < len(word) || string(c.in[c.i:c.i+len(word)]) != word {
 		return false
@@ -291,11 +293,14 @@ func (c *canonWriter) literal(word string) bool {
 	return true
 }
 
+// enter goes one level deeper, and reports whether that is within
+// canonMaxDepth.
 func (c *canonWriter) enter() bool {
 	c.depth++
 	return c.depth <= canonMaxDepth
 }
 
+// array writes an array, its items in order.
 func (c *canonWriter) array() bool {
 	if !c.enter() {
 		return false
@@ -662,6 +667,7 @@ func (c *canonWriter) number() bool {
 	return true
 }
 
+// digits skips one or more decimal digits.
 func (c *canonWriter) digits() bool {
 	start := c.i
 	for c.i < len(c.in) && '0' <= c.in[c.i] && c.in[c.i] <= '9' {
