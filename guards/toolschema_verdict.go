@@ -79,19 +79,43 @@ func EvaluateDrift(old, new ToolDefinition, surface UsedSurface) (DriftReport, e
 	if err != nil {
 		return DriftReport{}, fmt.Errorf("new tool: %w", err)
 	}
-	return EvaluateDriftFingerprinted(old, new, oldFP, newFP, surface)
-}
-
-// EvaluateDriftFingerprinted is EvaluateDrift for a caller that has the
-// tools' fingerprints already, oldFP = Fingerprint(old) and newFP =
-// Fingerprint(new) (the stream processor caches them per tool version):
-// it does not compute them again. The report names the fingerprints it is
-// given.
-func EvaluateDriftFingerprinted(old, new ToolDefinition, oldFP, newFP string, surface UsedSurface) (DriftReport, error) {
-	recs, loops, err := diffToolRecords(old, new)
+	d, err := NewDrift(old, new, oldFP, newFP)
 	if err != nil {
 		return DriftReport{}, err
 	}
+	return d.Evaluate(surface)
+}
+
+// Drift is the diff of a tool's old version against its new one, to be
+// judged for any agent's used surface. EvaluateDrift diffs anew on every
+// call; a caller that judges the same two versions for several agents, or
+// again on every observation of a drift that holds the baseline (the
+// stream processor), diffs once with NewDrift and calls Evaluate per
+// surface. A Drift does not change after NewDrift and is safe for
+// concurrent use.
+type Drift struct {
+	old, new     ToolDefinition
+	oldFP, newFP string
+	recs         []diffRecord
+	loops        []schemaLoop
+}
+
+// NewDrift diffs old (the baseline) against new, given their fingerprints
+// oldFP = Fingerprint(old) and newFP = Fingerprint(new), which it does not
+// compute again: reports name the fingerprints it is given.
+func NewDrift(old, new ToolDefinition, oldFP, newFP string) (*Drift, error) {
+	recs, loops, err := diffToolRecords(old, new)
+	if err != nil {
+		return nil, err
+	}
+	return &Drift{old: old, new: new, oldFP: oldFP, newFP: newFP, recs: recs, loops: loops}, nil
+}
+
+// Evaluate is EvaluateDrift of the two versions for an agent with the given
+// used surface. Its report's Changes share their values with the Drift and
+// every other report of it: read them, do not modify them.
+func (d *Drift) Evaluate(surface UsedSurface) (DriftReport, error) {
+	old, new, oldFP, newFP, recs, loops := d.old, d.new, d.oldFP, d.newFP, d.recs, d.loops
 	for _, p := range append(append([]string{}, surface.Input...), surface.Output...) {
 		if _, err := parseSchemaPath(p); err != nil {
 			return DriftReport{}, fmt.Errorf("used surface: %w", err)

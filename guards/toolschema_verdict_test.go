@@ -21,8 +21,9 @@ func mustTool(t testing.TB, doc string) ToolDefinition {
 	return tools[0]
 }
 
-// mustDrift evaluates the drift, and checks that EvaluateDriftFingerprinted
-// given the tools' fingerprints reports the same.
+// mustDrift evaluates the drift, and checks that a Drift of the two tools,
+// evaluated first for no surface, reports the same for s: Evaluate changes
+// nothing of the Drift it reads.
 func mustDrift(t testing.TB, old, new ToolDefinition, s UsedSurface) DriftReport {
 	t.Helper()
 	rep, err := EvaluateDrift(old, new, s)
@@ -34,12 +35,19 @@ func mustDrift(t testing.TB, old, new ToolDefinition, s UsedSurface) DriftReport
 	if err1 != nil || err2 != nil {
 		t.Fatal(err1, err2)
 	}
-	again, err := EvaluateDriftFingerprinted(old, new, oldFP, newFP, s)
+	d, err := NewDrift(old, new, oldFP, newFP)
 	if err != nil {
-		t.Fatalf("EvaluateDriftFingerprinted: %v", err)
+		t.Fatalf("NewDrift: %v", err)
+	}
+	if _, err := d.Evaluate(UsedSurface{}); err != nil {
+		t.Fatalf("Evaluate: %v", err)
+	}
+	again, err := d.Evaluate(s)
+	if err != nil {
+		t.Fatalf("Evaluate: %v", err)
 	}
 	if diff := cmp.Diff(rep, again); diff != "" {
-		t.Fatalf("EvaluateDriftFingerprinted differs (-EvaluateDrift +it):\n%s", diff)
+		t.Fatalf("Drift.Evaluate differs (-EvaluateDrift +it):\n%s", diff)
 	}
 	return rep
 }

@@ -82,7 +82,19 @@ type Core struct {
 	mu    sync.Mutex
 	defs  map[string]map[string]*parsedTool // by version, then raw tool JSON
 	ndefs int                               // entries in defs
+	// drifts are the diffs of pairs of cached versions of a tool, which a
+	// drift holding the baseline has judged again on every observation.
+	drifts map[driftKey]*guards.Drift
 }
+
+// driftKey names the diff of a tool's old version against its new one.
+type driftKey struct {
+	toolID   string
+	old, new *parsedTool
+}
+
+// maxCachedDrifts bounds the cache of diffs.
+const maxCachedDrifts = 1024
 
 // parsedTool is a cached tool version: its definition and, once asked for,
 // its fingerprint.
@@ -102,7 +114,7 @@ func New(opts Options) *Core {
 	if opts.QualityEvery <= 0 {
 		opts.QualityEvery = 100
 	}
-	return &Core{opts: opts, defs: map[string]map[string]*parsedTool{}}
+	return &Core{opts: opts, defs: map[string]map[string]*parsedTool{}, drifts: map[driftKey]*guards.Drift{}}
 }
 
 // ErrUnsupported is returned for an input the core does not consume (a
@@ -153,15 +165,39 @@ func (c *Core) fingerprinted(v ToolVersion) (guards.ToolDefinition, string, erro
 }
 
 // evaluateDrift is guards.EvaluateDrift of two tool versions' definitions
-// (their ids set), with their fingerprints from the cache when it has them.
-// A fingerprint that fails leaves it to EvaluateDrift, to fail alike.
+// (their ids set to the tool's), from the diff of the two versions that
+// the cache keeps with their fingerprints: the versions are diffed once,
+// not per agent and per observation. A version that the cache cannot
+// fingerprint, or a diff that fails, is left to EvaluateDrift, to fail
+// alike.
 func (c *Core) evaluateDrift(oldV ToolVersion, old guards.ToolDefinition, newV ToolVersion, new guards.ToolDefinition, surface guards.UsedSurface) (guards.DriftReport, error) {
-	_, oldFP, oldErr := c.fingerprinted(oldV)
-	_, newFP, newErr := c.fingerprinted(newV)
-	if oldErr != nil || newErr != nil {
+	po, oerr := c.parsed(oldV)
+	pn, nerr := c.parsed(newV)
+	if oerr != nil || nerr != nil {
 		return guards.EvaluateDrift(old, new, surface)
 	}
-	return guards.EvaluateDriftFingerprinted(old, new, oldFP, newFP, surface)
+	_, oldFP, oerr := c.fingerprinted(oldV)
+	_, newFP, nerr := c.fingerprinted(newV)
+	if oerr != nil || nerr != nil || old.ID != new.ID {
+		return guards.EvaluateDrift(old, new, surface)
+	}
+	key := driftKey{toolID: new.ID, old: po, new: pn}
+	c.mu.Lock()
+	d, ok := c.drifts[key]
+	c.mu.Unlock()
+	if !ok {
+		var err error
+		if d, err = guards.NewDrift(old, new, oldFP, newFP); err != nil {
+			return guards.EvaluateDrift(old, new, surface)
+		}
+		c.mu.Lock()
+		if len(c.drifts) >= maxCachedDrifts {
+			clear(c.drifts)
+		}
+		c.drifts[key] = d
+		c.mu.Unlock()
+	}
+	return d.Evaluate(surface)
 }
 
 // parsed returns the cache entry of a tool version, parsing it on a miss.
@@ -189,6 +225,7 @@ func (c *Core) parsed(v ToolVersion) (*parsedTool, error) {
 	}
 	if c.ndefs >= maxCachedDefs { // a bound, not an LRU: parsing again is only slower
 		clear(c.defs)
+		clear(c.drifts) // their versions are no longer the cache's
 		c.ndefs = 0
 	}
 	byRaw := c.defs[v.Version]

@@ -22,6 +22,9 @@ type harness struct {
 	all   []events.Event
 	// onVerdict, if set, sees every verdict message as the core wrote it.
 	onVerdict func(events.Message)
+	// fresh applies every input with a new core: no cache of parsed tools,
+	// fingerprints or diffs survives from one input to the next.
+	fresh bool
 }
 
 func newHarness(t testing.TB) *harness {
@@ -55,6 +58,9 @@ func (h *harness) apply(seq uint64, subject string, header map[string][]string, 
 	ev, err := events.Decode(subject, header, body)
 	if err != nil {
 		h.t.Fatalf("decode %s: %v", body, err)
+	}
+	if h.fresh {
+		h.core = New(h.core.opts)
 	}
 	eff, err := h.core.Apply(h.state, Input{Event: ev, Subject: subject, Seq: seq})
 	if err != nil {

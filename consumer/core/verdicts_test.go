@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
 	"github.com/toolsentry/toolsentry/schemas"
@@ -163,5 +165,41 @@ func TestInvocationLeavesStoredRecordsAlone(t *testing.T) {
 		if err := h.state.Store(eff.Writes); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestCachesChangeNoVerdict: the core's caches (parsed tool versions,
+// their fingerprints, the diffs of pairs of versions) change no byte of any
+// verdict or checkpoint: the same inputs applied with one core throughout
+// and with a new core per input write the same messages. Two agents with
+// different surfaces see a drift that holds the baseline, on several
+// observations, and one agent sends an old fingerprint.
+func TestCachesChangeNoVerdict(t *testing.T) {
+	run := func(fresh bool) []string {
+		h := newHarness(t)
+		h.fresh = fresh
+		var out []string
+		h.onVerdict = func(m events.Message) { out = append(out, m.Subject+" "+string(m.Data)) }
+		v1 := schemaVerdicts(t, h.observe("crm.lookup", "1", crmV1))[0].CurrentFingerprint
+		h.invoke("crm.lookup", "agent-a", `,"arguments":{"user_id":"u","limit":"5"}`)
+		h.invoke("crm.lookup", "agent-b", `,"arguments":{"limit":"5"},"used_fields":["include_deleted"]`)
+		for range 3 {
+			h.observe("crm.lookup", "2", crmRenamed)
+		}
+		h.observe("crm.lookup", "3", crmTyped)
+		h.observe("crm.lookup", "3", crmTyped)
+		h.invoke("crm.lookup", "agent-c", `,"arguments":{"user_id":"u"},"schema_fingerprint":"`+v1+`"`)
+		h.observe("crm.lookup", "1", crmV1)
+		h.observe("other.tool", "1", crmV1)
+		h.observe("other.tool", "2", crmDefault)
+		h.observe("other.tool", "2", crmDefault)
+		return out
+	}
+	cached, fresh := run(false), run(true)
+	if len(cached) < 10 {
+		t.Fatalf("only %d verdicts", len(cached))
+	}
+	if diff := cmp.Diff(fresh, cached); diff != "" {
+		t.Errorf("verdicts with caches differ (-fresh core per input +one core):\n%s", diff)
 	}
 }
