@@ -90,6 +90,9 @@ Flags:
                      phase's, at "rate"
   --cpuprofile FILE  write a CPU profile of the full-speed pipeline phase
                      (go tool pprof -top FILE)
+  --memprofile FILE  write a heap profile at the end of the full-speed
+                     pipeline phase, server still running, after a GC
+                     (go tool pprof -sample_index=inuse_space -top FILE)
   --dir DIR          where to create the temporary data directory (default: the system's)
   --duplicate-window D
                      the duplicate window of every stream (default 2m0s, as serve)
@@ -113,6 +116,7 @@ type benchFlags struct {
 	workers    int
 	json       bool
 	cpuProfile string
+	memProfile string
 	dir        string
 	duplicates time.Duration
 }
@@ -158,6 +162,7 @@ func runBench(ctx context.Context, args []string, sio stdio) error {
 	fs.IntVar(&f.workers, "workers", 0, "")
 	fs.BoolVar(&f.json, "json", false, "")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "")
+	fs.StringVar(&f.memProfile, "memprofile", "", "")
 	fs.StringVar(&f.dir, "dir", "", "")
 	fs.DurationVar(&f.duplicates, "duplicate-window", consumer.DefaultDuplicates, "")
 	if err := fs.Parse(args); err != nil {
@@ -221,7 +226,7 @@ func bench(ctx context.Context, f benchFlags, progress *benchProgress) (benchRep
 	if rep.Workers == 0 {
 		rep.Workers = max(16, 8*runtime.GOMAXPROCS(0)) // the engine's default
 	}
-	env := benchEnv{dir: dir, workers: f.workers, duplicates: f.duplicates, progress: progress}
+	env := benchEnv{dir: dir, workers: f.workers, duplicates: f.duplicates, progress: progress, memProfile: f.memProfile}
 	var profile *os.File
 	if f.cpuProfile != "" {
 		if profile, err = os.Create(f.cpuProfile); err != nil {
@@ -312,6 +317,7 @@ type benchEnv struct {
 	workers    int
 	duplicates time.Duration // the streams' duplicate window; 0 is the default
 	progress   *benchProgress
+	memProfile string // where the pipeline phase writes its heap profile ("": nowhere)
 }
 
 // config is the configuration of the toolsentry resources of a phase.
@@ -669,7 +675,26 @@ wait:
 			return res, err
 		}
 	}
+	if phase == "pipeline" && env.memProfile != "" {
+		if err := writeHeapProfile(env.memProfile); err != nil {
+			return res, fmt.Errorf("--memprofile: %w", err)
+		}
+	}
 	return res, nil
+}
+
+// writeHeapProfile writes the heap profile, after a GC, to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // benchSettled waits until the server has no message of the consumer left

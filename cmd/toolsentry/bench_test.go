@@ -7,6 +7,7 @@ import (
 	"errors"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -29,9 +30,13 @@ func TestBenchSmallRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var out, errOut bytes.Buffer
-	err := run(ctx, []string{"bench", "--events", "2000", "--json", "--dir", dir}, stdio{in: strings.NewReader(""), out: &out, err: &errOut})
+	heap := filepath.Join(t.TempDir(), "heap.pprof")
+	err := run(ctx, []string{"bench", "--events", "2000", "--json", "--dir", dir, "--memprofile", heap}, stdio{in: strings.NewReader(""), out: &out, err: &errOut})
 	if err != nil {
 		t.Fatalf("bench: %v\nstderr: %s", err, errOut.String())
+	}
+	if b, err := os.ReadFile(heap); err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Errorf("--memprofile did not write a (gzipped) profile: %v, %d bytes", err, len(b))
 	}
 
 	var fields map[string]any
@@ -159,7 +164,7 @@ func TestBenchHelpNamesEveryFlag(t *testing.T) {
 	if err := run(context.Background(), []string{"bench", "--help"}, stdio{in: strings.NewReader(""), out: &out, err: &bytes.Buffer{}}); err != nil {
 		t.Fatal(err)
 	}
-	for _, flag := range []string{"--events", "--rate", "--workers", "--json", "--cpuprofile", "--dir", "--duplicate-window", "events_per_sec", "passthrough_events_per_sec", "raw_publish_events_per_sec", "p50_ms", "p99_ms", "peak_rss_mb", "--events 1000000"} {
+	for _, flag := range []string{"--events", "--rate", "--workers", "--json", "--cpuprofile", "--memprofile", "--dir", "--duplicate-window", "events_per_sec", "passthrough_events_per_sec", "raw_publish_events_per_sec", "p50_ms", "p99_ms", "peak_rss_mb", "--events 1000000"} {
 		if !strings.Contains(out.String(), flag) {
 			t.Errorf("help lacks %s", flag)
 		}
