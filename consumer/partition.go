@@ -10,7 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 )
 
 // Defaults of the scale-out settings of Config.
@@ -29,14 +31,65 @@ const (
 // nats.go's default API timeout of 5s.
 const ProvisionTimeout = 2 * time.Minute
 
-// provision runs Provision under ProvisionTimeout unless ctx has a deadline.
+// provision runs Provision under ProvisionTimeout unless ctx has a
+// deadline, and tries again while the cluster cannot place the streams and
+// buckets yet (clusterForming): workers started together with their NATS
+// cluster, as a rollout does, wait for it instead of exiting.
 func provision(ctx context.Context, js jetstream.JetStream, cfg Config) (*Resources, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, ProvisionTimeout)
 		defer cancel()
 	}
-	return Provision(ctx, js, cfg)
+	wait := provisionRetryMin
+	for attempt := 1; ; attempt++ {
+		res, err := Provision(ctx, js, cfg)
+		if err == nil || !clusterForming(err) || ctx.Err() != nil {
+			return res, err
+		}
+		zerolog.Ctx(ctx).Warn().Err(err).Int("attempt", attempt).Dur("retry_in", wait).
+			Msg("the JetStream cluster cannot place the streams and buckets yet (a node still starting?); trying again")
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (gave up waiting for the cluster after %d attempts: %w)", err, attempt, ctx.Err())
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, provisionRetryMax)
+	}
+}
+
+// The delays between provisioning attempts while the cluster forms.
+const (
+	provisionRetryMin = 250 * time.Millisecond
+	provisionRetryMax = 5 * time.Second
+)
+
+// JetStream API error codes of a cluster that is not ready (nats.go has no
+// constants for them).
+const (
+	jsErrCodeClusterNoPeers   jetstream.ErrorCode = 10005 // no suitable peers for placement (a peer offline)
+	jsErrCodeClusterNotAvail  jetstream.ErrorCode = 10008 // JetStream system temporarily unavailable
+	jsErrCodeClusterNotLeader jetstream.ErrorCode = 10009 // JetStream cluster can not handle request (no meta leader)
+)
+
+// clusterForming reports whether err is one that a JetStream cluster
+// returns while it forms or a node is down: trying again later may
+// succeed. No placement for the replicas asked is among them; if the
+// cluster has fewer nodes than replicas it stays so, and provisioning fails
+// at ProvisionTimeout with that error.
+func clusterForming(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case jsErrCodeClusterNoPeers, jsErrCodeClusterNotAvail, jsErrCodeClusterNotLeader:
+			return true
+		}
+		return false
+	}
+	// A request that timed out (no meta leader to answer yet) is tried
+	// again; no responder at all means JetStream is not enabled: said at
+	// once.
+	return errors.Is(err, nats.ErrTimeout)
 }
 
 // PriorityGroup is the priority group of the partition consumers: each is
