@@ -154,7 +154,8 @@
 // One kind of write is deferred: an invocation that only adds one outcome
 // to its tool's counts. The store keeps the tool's outcome record in
 // memory and stores it at every quality checkpoint, when a schema verdict
-// moves the tool's chain head, and at a graceful stop (Store.Flush); after
+// moves the tool's chain head, every OutcomeFlushInterval and at a
+// graceful stop (Store.Flush); after
 // a crash or a handover the record is rebuilt from the stored one and the
 // tool's invocations since, read from the telemetry stream, which is the
 // log of every count (outcomes.go). A compare-and-set per invocation was

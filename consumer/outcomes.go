@@ -32,9 +32,10 @@ import (
 // the rebuilt record is the one the live worker had.
 //
 // The record is stored at every quality checkpoint (every QualityEvery
-// outcomes), whenever a schema verdict moves the tool's chain head, and at a
-// graceful stop (Store.Flush); a rebuild reads at most the invocations
-// since the last of those. One case counts differently: an invocation that
+// outcomes), whenever a schema verdict moves the tool's chain head, every
+// ServiceOptions.OutcomeFlushInterval (30s) and at a graceful stop
+// (Store.Flush); a rebuild reads at most the invocations since the last of
+// those, which the stream's retention must keep. One case counts differently: an invocation that
 // decodes but that was dead-lettered by the core or after MaxDeliver
 // transient failures was not counted live, and a rebuild counts it.
 
@@ -200,10 +201,11 @@ func (s *Store) ForgetOutcomes() {
 
 // Flush stores every outcome record that holds counts the stored one does
 // not, with compare-and-set on the revision it builds on (a conflict means
-// another worker stored a newer one: a rebuild covers the difference). A
-// graceful stop calls it after the engine drained, so that the next start
-// reads the counts instead of rebuilding them. It reports how many it
-// stored.
+// another worker stored a newer one: a rebuild covers the difference). The
+// service calls it every OutcomeFlushInterval while it runs, and at a
+// graceful stop after the engine drained, so that the next start reads the
+// counts instead of rebuilding them. It is safe while inputs are applied.
+// It reports how many it stored.
 func (s *Store) Flush(ctx context.Context) (int, error) {
 	s.pmu.Lock()
 	dirty := map[string]*pendingOutcome{}
@@ -231,8 +233,13 @@ func (s *Store) Flush(ctx context.Context) (int, error) {
 		}
 		n++
 		s.pmu.Lock()
-		if cur := s.pending[key]; cur == p {
+		switch cur := s.pending[key]; {
+		case cur == p:
 			s.pending[key] = &pendingOutcome{rec: p.rec, base: rev}
+		case cur != nil && cur.base == p.base:
+			// Counted on meanwhile, over what was just stored: the
+			// stored record is a prefix of it.
+			s.pending[key] = &pendingOutcome{rec: cur.rec, base: rev, dirty: cur.dirty}
 		}
 		s.pmu.Unlock()
 	}

@@ -27,14 +27,20 @@ type outcomeWorker struct {
 
 func startOutcomeWorker(t *testing.T, url string) *outcomeWorker {
 	t.Helper()
+	return startOutcomeWorkerFlushing(t, url, time.Hour)
+}
+
+func startOutcomeWorkerFlushing(t *testing.T, url string, flush time.Duration) *outcomeWorker {
+	t.Helper()
 	ctx, cancel := context.WithCancel(testContext(t))
 	nc := natstest.Connect(t, url)
 	sctx, scancel := context.WithTimeout(ctx, 20*time.Second)
 	defer scancel()
 	svc, err := consumer.StartService(sctx, nc, consumer.ServiceOptions{
-		Config:    testConfig(),
-		Engine:    testOptions(),
-		Processor: consumer.ProcessorOptions{Core: core.Options{QualityEvery: 10}},
+		Config:               testConfig(),
+		Engine:               testOptions(),
+		Processor:            consumer.ProcessorOptions{Core: core.Options{QualityEvery: 10}},
+		OutcomeFlushInterval: flush,
 	})
 	if err != nil {
 		cancel()
@@ -177,4 +183,38 @@ func TestOutcomeCountsAreRebuiltAfterACrash(t *testing.T) {
 func deadLettersOf(t *testing.T, js jetstream.JetStream) []jetstream.Msg {
 	t.Helper()
 	return streamMessages(t, js, "TOOLSENTRY_DLQ")
+}
+
+// While the service runs, the counts held in memory are stored every
+// OutcomeFlushInterval: a quiet tool's counts do not wait for its next
+// checkpoint (or a graceful stop) to be stored.
+func TestOutcomeCountsAreStoredPeriodically(t *testing.T) {
+	_, url := natstest.RunServer(t)
+	js := natstest.JetStream(t, url)
+	w := startOutcomeWorkerFlushing(t, url, 200*time.Millisecond)
+	for range 4 {
+		m, err := names.NewInvocation(meta(), events.Invocation{ToolID: "quiet.tool", AgentID: "a", Outcome: &events.Outcome{Status: "ok"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		publish(t, js, m)
+	}
+	natstest.Eventually(t, 10*time.Second, "4 outcomes stored without a checkpoint or a stop", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		kv, err := js.KeyValue(ctx, "toolsentry-outcomes")
+		if err != nil {
+			return false
+		}
+		e, err := kv.Get(ctx, "quiet=2Etool")
+		if err != nil {
+			return false
+		}
+		var r core.OutcomeRecord
+		return json.Unmarshal(e.Value(), &r) == nil && r.Calls == 4
+	})
+	if n := w.svc.Store.PendingOutcomes(); n != 0 {
+		t.Errorf("%d tools with counts held in memory after the flush, want 0", n)
+	}
+	w.crash(t) // nothing left to lose
 }

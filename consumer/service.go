@@ -30,7 +30,18 @@ type ServiceOptions struct {
 	// Member names this worker among the workers that share the
 	// partitions when Config.Partitions > 1 (default DefaultMember()).
 	Member string
+	// OutcomeFlushInterval is how often the outcome counts held in memory
+	// are stored while the service runs (Store.Flush; default
+	// DefaultOutcomeFlushInterval). It bounds how long a tool's counts
+	// depend on the telemetry stream keeping its invocations: a quiet tool
+	// may not reach its next quality checkpoint for days, longer than the
+	// stream's max age.
+	OutcomeFlushInterval time.Duration
 }
+
+// DefaultOutcomeFlushInterval is ServiceOptions.OutcomeFlushInterval's
+// default.
+const DefaultOutcomeFlushInterval = 30 * time.Second
 
 // Service is a running toolsentry worker: resources provisioned, state
 // views loaded, the processor consuming. `toolsentry serve` runs one; tests
@@ -43,6 +54,7 @@ type Service struct {
 
 	pub      *publisher.Publisher
 	log      zerolog.Logger
+	flushInt time.Duration
 	ready    atomic.Bool
 	stopping atomic.Bool
 
@@ -82,7 +94,10 @@ func StartService(ctx context.Context, nc *nats.Conn, opts ServiceOptions) (*Ser
 		cfg := res.Config
 		opts.Engine.DeadLetterSubject = func(_, reason string) string { return cfg.DeadLetterSubject(reason) }
 	}
-	s := &Service{Resources: res, Store: store, pub: pub, log: *zerolog.Ctx(ctx)}
+	s := &Service{Resources: res, Store: store, pub: pub, log: *zerolog.Ctx(ctx), flushInt: opts.OutcomeFlushInterval}
+	if s.flushInt <= 0 {
+		s.flushInt = DefaultOutcomeFlushInterval
+	}
 	if res.Config.Partitions > 1 {
 		if opts.Member == "" {
 			opts.Member = DefaultMember()
@@ -114,6 +129,16 @@ const flushTimeout = 5 * time.Second
 // Run consumes until ctx is cancelled or Close is called; see Engine.Run.
 func (s *Service) Run(ctx context.Context) error {
 	defer s.runDirectives(ctx)()
+	flushCtx, stopFlush := context.WithCancel(ctx)
+	flushed := make(chan struct{})
+	go func() {
+		defer close(flushed)
+		s.flushOutcomes(flushCtx)
+	}()
+	defer func() {
+		stopFlush()
+		<-flushed
+	}()
 	var err error
 	if s.Group != nil {
 		err = s.Group.Run(ctx)
@@ -124,6 +149,28 @@ func (s *Service) Run(ctx context.Context) error {
 		return nil
 	}
 	return err
+}
+
+// flushOutcomes stores the outcome counts held in memory every flushInt
+// until ctx ends; Close stores them a last time.
+func (s *Service) flushOutcomes(ctx context.Context) {
+	t := time.NewTicker(s.flushInt)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		fctx, cancel := context.WithTimeout(ctx, flushTimeout)
+		n, err := s.Store.Flush(fctx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn().Err(err).Int("stored", n).Msg("storing the outcome counts held in memory failed; trying again at the next interval")
+		} else if n > 0 {
+			s.log.Debug().Int("tools", n).Msg("stored the outcome counts held in memory")
+		}
+	}
 }
 
 // Ready reports whether the service consumes and is not shutting down: the
