@@ -93,9 +93,10 @@ func (l *outcomeLog) rebuild(ctx context.Context, toolID string, stored *core.Ou
 	return rec, read, nil
 }
 
-// outcomes returns the tool's outcome record as of the input at sequence
-// before, and the stored revision it builds on: from memory, else the
-// stored record rebuilt from the stream (and then kept in memory).
+// outcomes returns the tool's outcome record as it stands before the
+// transaction's input, and remembers the stored revision it builds on: from
+// memory, else the stored record rebuilt from the stream (and then kept in
+// memory).
 func (t *Txn) outcomes(toolID string) (*core.OutcomeRecord, bool) {
 	key, err := core.Key(toolID)
 	if err != nil {
@@ -153,7 +154,7 @@ func (t *Txn) outcomes(toolID string) (*core.OutcomeRecord, bool) {
 	return p.rec, true
 }
 
-// defer keeps a deferred outcome record in memory, over the stored
+// deferOutcome keeps a deferred outcome record in memory, over the stored
 // revision the transaction read. It is dropped if the store forgot its
 // records since the transaction began: a rebuild then counts it.
 func (t *Txn) deferOutcome(key string, rec *core.OutcomeRecord) {
@@ -166,7 +167,8 @@ func (t *Txn) deferOutcome(key string, rec *core.OutcomeRecord) {
 	s.pending[key] = &pendingOutcome{rec: rec, base: t.read[readKey{core.Outcomes, key}], dirty: true}
 }
 
-// stored records that rec is stored at revision rev.
+// storedOutcome records that rec is stored at revision rev (by a
+// transaction begun at gen).
 func (s *Store) storedOutcome(key string, rec *core.OutcomeRecord, rev uint64, gen uint64) {
 	s.pmu.Lock()
 	defer s.pmu.Unlock()
