@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -76,11 +77,31 @@ type directiveHead struct {
 	sequence      uint64
 	agentID       string
 	toFingerprint string
+	// instruction is the directive without its verdict's id, sequence and
+	// time (instructionOf): equal for a verdict that repeats it.
+	instruction string
 }
 
 // headOf returns the head of a directive written at rev.
 func headOf(dir *events.Directive, rev uint64) directiveHead {
-	return directiveHead{rev: rev, readable: true, sequence: dir.Verdict.Sequence, agentID: dir.AgentID, toFingerprint: dir.ToFingerprint}
+	return directiveHead{rev: rev, readable: true, sequence: dir.Verdict.Sequence, agentID: dir.AgentID, toFingerprint: dir.ToFingerprint,
+		instruction: instructionOf(dir)}
+}
+
+// instructionOf is what a directive tells, whichever verdict told it: the
+// directive encoded without the verdict's id, sequence and time. A verdict
+// that repeats the directive in force exactly (the same verdict name and
+// manifest digest, action, fingerprints and migration: a SCHEMA_MATCH
+// after a SCHEMA_MATCH) leaves the directive in force as it is, so that
+// the agents that watch it are woken only when what they must do changes.
+func instructionOf(dir *events.Directive) string {
+	c := *dir
+	c.Verdict.ID, c.Verdict.Sequence, c.Verdict.Time = "", 0, time.Time{}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return "" // never equal to a marshalled one
+	}
+	return string(b)
 }
 
 // StartDirectives provisions the projector's durable consumer on the verdict
@@ -189,9 +210,13 @@ func (d *Directives) handle(ctx context.Context, m *Message) error {
 	if err != nil {
 		return permanent(err)
 	}
+	instruction := instructionOf(&dir)
 	if err := d.put(ctx, key, func(cur *directiveHead) (events.Directive, bool) {
 		if cur != nil && cur.sequence >= dir.Verdict.Sequence {
 			return events.Directive{}, false // applied before, or older
+		}
+		if cur != nil && cur.instruction == instruction {
+			return events.Directive{}, false // repeats the directive in force
 		}
 		return dir, true
 	}); err != nil {

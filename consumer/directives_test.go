@@ -225,3 +225,33 @@ func TestDirectivesDeadLetterJunkVerdicts(t *testing.T) {
 		t.Error("junk became a directive")
 	}
 }
+
+// TestDirectivesIgnoreARepeatedVerdict: a SCHEMA_MATCH after a SCHEMA_MATCH
+// tells agents nothing new, so the directive in force is not rewritten (its
+// watchers are not woken); a verdict that changes the instruction is.
+func TestDirectivesIgnoreARepeatedVerdict(t *testing.T) {
+	_, url := natstest.RunServer(t)
+	w := startWorker(t, url)
+	kv := directivesKV(t, w.js)
+	const tool = "crm.lookup"
+	toolKey, _ := events.SchemaDirectiveKey(tool, "")
+
+	publish(t, w.js, observation(t, tool, crmV1))
+	waitDirective(t, kv, toolKey, "NO_BASELINE", func(d events.Directive) bool { return d.Verdict.Name == "NO_BASELINE" })
+	publish(t, w.js, observation(t, tool, crmV1))
+	first := waitDirective(t, kv, toolKey, "SCHEMA_MATCH", func(d events.Directive) bool { return d.Verdict.Name == "SCHEMA_MATCH" })
+	_, rev := readDirective(t, kv, toolKey)
+	for range 3 {
+		publish(t, w.js, observation(t, tool, crmV1))
+	}
+	publish(t, w.js, observation(t, tool, crmLimitRemoved)) // no usage known: DRIFT_ON_UNUSED_FIELDS
+	d := waitDirective(t, kv, toolKey, "the drift", func(d events.Directive) bool { return d.Verdict.Name == "DRIFT_ON_UNUSED_FIELDS" })
+	if d.Verdict.Sequence <= first.Verdict.Sequence {
+		t.Errorf("drift directive %+v", d)
+	}
+	// The three repeated matches wrote nothing: the drift is the next
+	// revision of the bucket, which holds this key alone.
+	if _, after := readDirective(t, kv, toolKey); after != rev+1 {
+		t.Errorf("the drift's directive is revision %d, the match's %d: the repeated matches were written", after, rev)
+	}
+}

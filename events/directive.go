@@ -43,7 +43,9 @@ type Directive struct {
 	Directive string `json:"directive"`
 	// Reason says why the action is what it is.
 	Reason string `json:"reason"`
-	// Verdict identifies the verdict the directive follows.
+	// Verdict identifies the verdict the directive follows: the first of a
+	// run of verdicts that repeat it exactly (the projector does not
+	// rewrite a directive for a verdict that tells nothing new).
 	Verdict VerdictRef `json:"verdict"`
 	// Migration is the verdict's plan that rewrites the agent's payload
 	// (schema directives; empty when nothing is to migrate). Only a MIGRATE
