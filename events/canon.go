@@ -556,16 +556,9 @@ func (c *canonWriter) escape() (rune, bool) {
 	case 't':
 		return '\t', true
 	case 'u':
-		if c.i+4 > len(c.in) {
+		r, ok := hex4(c.in[c.i:])
+		if !ok {
 			return 0, false
-		}
-		var r rune
-		for _, h := range c.in[c.i : c.i+4] {
-			d := hexDigit(h)
-			if d < 0 {
-				return 0, false
-			}
-			r = r<<4 | rune(d)
 		}
 		c.i += 4
 		if 0xd800 <= r && r <= 0xdfff {
@@ -574,18 +567,6 @@ func (c *canonWriter) escape() (rune, bool) {
 		return r, true
 	}
 	return 0, false
-}
-
-func hexDigit(c byte) int {
-	switch {
-	case '0' <= c && c <= '9':
-		return int(c - '0')
-	case 'a' <= c && c <= 'f':
-		return int(c-'a') + 10
-	case 'A' <= c && c <= 'F':
-		return int(c-'A') + 10
-	}
-	return -1
 }
 
 // appendCanonicalRune writes one decoded character of a string as

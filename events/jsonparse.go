@@ -492,18 +492,26 @@ func (p *parser) strSlow(start int) (string, error) {
 }
 
 func (p *parser) hex4() (rune, bool) {
-	if p.i+4 > len(p.b) {
+	r, ok := hex4(p.b[p.i:])
+	if ok {
+		p.i += 4
+	}
+	return r, ok
+}
+
+// hex4 reads the four hex digits of a \u escape at the start of b.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
 		return 0, false
 	}
 	var r rune
-	for _, c := range p.b[p.i : p.i+4] {
+	for _, c := range b[:4] {
 		d := unhex(c)
 		if d < 0 {
 			return 0, false
 		}
 		r = r<<4 | rune(d)
 	}
-	p.i += 4
 	return r, true
 }
 
