@@ -193,19 +193,13 @@ func (p *parser) invocation() (*Invocation, bool) {
 		if !ok {
 			return nil, false
 		}
-		p.skipSpace()
-		if p.i >= len(p.b) {
+		more, ok := p.afterItem('}')
+		if !ok {
 			return nil, false
 		}
-		if p.b[p.i] == ',' {
-			p.i++
-			p.skipSpace()
+		if more {
 			continue
 		}
-		if p.b[p.i] != '}' {
-			return nil, false
-		}
-		p.i++
 		break
 	}
 	if seen&(invAgentID|invToolID) != invAgentID|invToolID {
@@ -278,19 +272,13 @@ func (p *parser) paths() ([]string, bool) {
 			return nil, false
 		}
 		p.strs = append(p.strs, s)
-		p.skipSpace()
-		if p.i >= len(p.b) {
+		more, ok := p.afterItem(']')
+		if !ok {
 			return nil, false
 		}
-		if p.b[p.i] == ',' {
-			p.i++
-			p.skipSpace()
+		if more {
 			continue
 		}
-		if p.b[p.i] != ']' {
-			return nil, false
-		}
-		p.i++
 		out := make([]string, len(p.strs)-base)
 		for i, s := range p.strs[base:] {
 			out[i] = strings.Clone(s)
@@ -331,19 +319,13 @@ func (p *parser) argumentTypes() bool {
 			return false
 		}
 		p.types = append(p.types, typeEntry{path, t})
-		p.skipSpace()
-		if p.i >= len(p.b) {
+		more, ok := p.afterItem('}')
+		if !ok {
 			return false
 		}
-		if p.b[p.i] == ',' {
-			p.i++
-			p.skipSpace()
+		if more {
 			continue
 		}
-		if p.b[p.i] != '}' {
-			return false
-		}
-		p.i++
 		return true
 	}
 }
@@ -366,19 +348,13 @@ func (p *parser) typeNames() (guards.TypeSet, bool) {
 			return 0, false
 		}
 		set |= t
-		p.skipSpace()
-		if p.i >= len(p.b) {
+		more, ok := p.afterItem(']')
+		if !ok {
 			return 0, false
 		}
-		if p.b[p.i] == ',' {
-			p.i++
-			p.skipSpace()
+		if more {
 			continue
 		}
-		if p.b[p.i] != ']' {
-			return 0, false
-		}
-		p.i++
 		return set, true
 	}
 }
@@ -452,19 +428,16 @@ func (p *parser) outcome(blk *invocationBlock) bool {
 			return false
 		}
 		seen |= bit
-		p.skipSpace()
-		if p.i >= len(p.b) {
+		more, ok := p.afterItem('}')
+		if !ok {
 			return false
 		}
-		if p.b[p.i] == ',' {
-			p.i++
-			p.skipSpace()
+		if more {
 			continue
 		}
-		if p.b[p.i] != '}' || seen&status == 0 {
+		if seen&status == 0 {
 			return false
 		}
-		p.i++
 		blk.inv.Outcome = o
 		return true
 	}
@@ -572,19 +545,13 @@ func readStructuredInvocation(body []byte) (envelope, bool) {
 				env.attrs.ext = append(env.attrs.ext, attr{strings.Clone(name), strings.Clone(v)})
 			}
 		}
-		p.skipSpace()
-		if p.i >= len(p.b) {
+		more, ok := p.afterItem('}')
+		if !ok {
 			return envelope{}, false
 		}
-		if p.b[p.i] == ',' {
-			p.i++
-			p.skipSpace()
+		if more {
 			continue
 		}
-		if p.b[p.i] != '}' {
-			return envelope{}, false
-		}
-		p.i++
 		break
 	}
 	p.skipSpace()
@@ -622,4 +589,24 @@ func (p *parser) attrValue(core bool) (v string, isNull, ok bool) {
 		return lit, false, isCEInteger(lit)
 	}
 	return "", false, false
+}
+
+// afterItem reads what follows a member or an element: a comma (more, and
+// the space after it skipped) or the closing byte (consumed). ok is false
+// for anything else, or the end of the input.
+func (p *parser) afterItem(closing byte) (more, ok bool) {
+	p.skipSpace()
+	if p.i >= len(p.b) {
+		return false, false
+	}
+	switch p.b[p.i] {
+	case ',':
+		p.i++
+		p.skipSpace()
+		return true, true
+	case closing:
+		p.i++
+		return false, true
+	}
+	return false, false
 }
