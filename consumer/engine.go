@@ -728,25 +728,7 @@ func (e *Engine) accountedLocked(floor, upTo uint64) bool {
 	if upTo-floor > uint64(len(e.held)+len(e.settled))+1024 {
 		return false // more than this engine can account for: not worth the walk
 	}
-	awaited := map[uint64]struct{}{}
-	for _, ks := range e.keys {
-		for _, a := range ks.awaits {
-			awaited[a.seq] = struct{}{}
-		}
-	}
-	for seq := floor + 1; seq <= upTo; seq++ {
-		if _, ok := e.held[seq]; ok {
-			continue
-		}
-		if _, ok := e.settled[seq]; ok {
-			continue
-		}
-		if _, ok := awaited[seq]; ok {
-			continue
-		}
-		return false
-	}
-	return true
+	return len(e.unaccountedLocked(floor, upTo, 1)) == 0
 }
 
 // heldSinceLocked counts the held messages that arrived at or after t.
@@ -872,7 +854,7 @@ func (e *Engine) unaccounted(r *recovery) ([]unaccountedMsg, error) {
 	}
 	e.mu.Lock()
 	r.upTo = max(r.upTo, info.Delivered.Stream)
-	need := e.unaccountedLocked(info.AckFloor.Stream, r.upTo)
+	need := e.unaccountedLocked(info.AckFloor.Stream, r.upTo, 0)
 	e.mu.Unlock()
 	if len(need) == 0 {
 		return nil, nil
@@ -926,8 +908,9 @@ func (e *Engine) unaccounted(r *recovery) ([]unaccountedMsg, error) {
 }
 
 // unaccountedLocked lists, in order, the sequences in (floor, upTo] that
-// are neither held, awaited nor settled. e.mu must be held.
-func (e *Engine) unaccountedLocked(floor, upTo uint64) []uint64 {
+// are neither held, awaited nor settled, at most limit of them (0: all).
+// e.mu must be held.
+func (e *Engine) unaccountedLocked(floor, upTo uint64, limit int) []uint64 {
 	awaited := map[uint64]struct{}{}
 	for _, ks := range e.keys {
 		for _, a := range ks.awaits {
@@ -946,6 +929,9 @@ func (e *Engine) unaccountedLocked(floor, upTo uint64) []uint64 {
 			continue
 		}
 		out = append(out, seq)
+		if len(out) == limit {
+			break
+		}
 	}
 	return out
 }
