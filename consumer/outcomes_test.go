@@ -74,25 +74,31 @@ func (w *outcomeWorker) close(t *testing.T) {
 
 func storedOutcomes(t *testing.T, js jetstream.JetStream, tool string) core.OutcomeRecord {
 	t.Helper()
+	r, err := readOutcomes(js, tool)
+	if err != nil {
+		t.Fatalf("outcome record of %s: %v", tool, err)
+	}
+	return r
+}
+
+// readOutcomes reads the tool's stored outcome record.
+func readOutcomes(js jetstream.JetStream, tool string) (core.OutcomeRecord, error) {
+	var r core.OutcomeRecord
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	kv, err := js.KeyValue(ctx, "toolsentry-outcomes")
 	if err != nil {
-		t.Fatal(err)
+		return r, err
 	}
 	key, err := core.Key(tool)
 	if err != nil {
-		t.Fatal(err)
+		return r, err
 	}
 	e, err := kv.Get(ctx, key)
 	if err != nil {
-		t.Fatalf("outcome record of %s: %v", tool, err)
+		return r, err
 	}
-	var r core.OutcomeRecord
-	if err := json.Unmarshal(e.Value(), &r); err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return r, json.Unmarshal(e.Value(), &r)
 }
 
 // Outcome counts are stored at quality checkpoints and at a graceful stop,
@@ -200,18 +206,8 @@ func TestOutcomeCountsAreStoredPeriodically(t *testing.T) {
 		publish(t, js, m)
 	}
 	natstest.Eventually(t, 10*time.Second, "4 outcomes stored without a checkpoint or a stop", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		kv, err := js.KeyValue(ctx, "toolsentry-outcomes")
-		if err != nil {
-			return false
-		}
-		e, err := kv.Get(ctx, "quiet=2Etool")
-		if err != nil {
-			return false
-		}
-		var r core.OutcomeRecord
-		return json.Unmarshal(e.Value(), &r) == nil && r.Calls == 4
+		r, err := readOutcomes(js, "quiet.tool")
+		return err == nil && r.Calls == 4
 	})
 	if n := w.svc.Store.PendingOutcomes(); n != 0 {
 		t.Errorf("%d tools with counts held in memory after the flush, want 0", n)
