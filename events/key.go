@@ -51,6 +51,12 @@ func KeyToken(key string) (string, error) {
 	}
 	var b strings.Builder
 	b.Grow(len(key) + 2*n)
+	writeKeyToken(&b, key)
+	return b.String(), nil
+}
+
+// writeKeyToken writes the token of a checked key (see KeyToken).
+func writeKeyToken(b *strings.Builder, key string) {
 	for i := 0; i < len(key); i++ {
 		c := key[i]
 		if plain(c) {
@@ -61,7 +67,6 @@ func KeyToken(key string) (string, error) {
 		b.WriteByte(upperHex[c>>4])
 		b.WriteByte(upperHex[c&0xF])
 	}
-	return b.String(), nil
 }
 
 func checkKey(key string) error {
@@ -165,16 +170,7 @@ func KVKey(keys ...string) (string, error) {
 		if j > 0 {
 			b.WriteByte('.')
 		}
-		for i := 0; i < len(k); i++ {
-			c := k[i]
-			if plain(c) {
-				b.WriteByte(c)
-				continue
-			}
-			b.WriteByte(keyEscape)
-			b.WriteByte(upperHex[c>>4])
-			b.WriteByte(upperHex[c&0xF])
-		}
+		writeKeyToken(&b, k)
 	}
 	return b.String(), nil
 }
