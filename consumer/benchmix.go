@@ -306,6 +306,21 @@ func (m *BenchMix) kindOf(i int) string {
 	return BenchInvocation
 }
 
+// FirstPassEnd is the index of the event that follows the mix's first
+// observation of its last tool: from there on every tool has been observed
+// once. It is Len when the mix ends before.
+func (m *BenchMix) FirstPassEnd() int {
+	seen := 0
+	for i := range m.opts.Events {
+		if m.kindOf(i) == BenchSchema {
+			if seen++; seen == m.opts.Tools {
+				return i + 1
+			}
+		}
+	}
+	return m.opts.Events
+}
+
 // Counts returns the number of events of each kind.
 func (m *BenchMix) Counts() BenchMixCounts {
 	var c BenchMixCounts

@@ -34,6 +34,7 @@ func TestBenchMix(t *testing.T) {
 	var got consumer.BenchMixCounts
 	verdicts := map[string]int{}
 	seen := map[string]bool{}
+	lastNew := -1 // the last event that got a NO_BASELINE verdict
 	next, stop := iterPull(again)
 	defer stop()
 	for i, ev := range mix.All() {
@@ -81,10 +82,16 @@ func TestBenchMix(t *testing.T) {
 			}
 			if d.SchemaVerdict != nil {
 				verdicts[string(d.SchemaVerdict.Verdict)]++
+				if d.SchemaVerdict.Verdict == "NO_BASELINE" {
+					lastNew = i
+				}
 			} else {
 				verdicts[string(d.CompositionVerdict.Verdict)]++
 			}
 		}
+	}
+	if end := mix.FirstPassEnd(); end != lastNew+1 || end >= n {
+		t.Errorf("FirstPassEnd = %d, want %d: the event after the last NO_BASELINE, within the mix", end, lastNew+1)
 	}
 	if want := mix.Counts(); got != want {
 		t.Errorf("counted %+v, Counts says %+v", got, want)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -69,6 +70,18 @@ func TestBenchSmallRun(t *testing.T) {
 	}
 	if rep.LatencySamples != counts.Schema {
 		t.Errorf("latency samples = %d, want one per schema observation (%d)", rep.LatencySamples, counts.Schema)
+	}
+	steady := 0
+	for i, ev := range mix.All() {
+		if ev.Kind == consumer.BenchSchema && i >= mix.FirstPassEnd() {
+			steady++
+		}
+	}
+	if rep.SteadyFromEvent != mix.FirstPassEnd() || rep.SteadySamples != steady || steady == 0 {
+		t.Errorf("steady samples %d from event %d, want %d from %d", rep.SteadySamples, rep.SteadyFromEvent, steady, mix.FirstPassEnd())
+	}
+	if rep.P99SteadyMS < rep.P50SteadyMS || rep.P50SteadyMS <= 0 {
+		t.Errorf("steady p50 %v ms, p99 %v ms: want 0 < p50 <= p99", rep.P50SteadyMS, rep.P99SteadyMS)
 	}
 	if want := benchReplaySchemaVerdicts(t, mix); rep.SchemaVerdicts != want {
 		t.Errorf("schema verdicts = %d, want %d (the mix applied in order)", rep.SchemaVerdicts, want)
@@ -134,10 +147,70 @@ func TestBenchTextReport(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bench: %v\nstderr: %s", err, errOut.String())
 	}
-	for _, want := range []string{"300 events", "4 workers", "raw JetStream async publish", "passthrough", "pipeline", "% of passthrough", "latency at 1,000 events/s", "p99", "peak RSS"} {
+	for _, want := range []string{"300 events", "4 workers", "raw JetStream async publish", "passthrough", "pipeline", "% of passthrough", "latency at 1,000 events/s", "after the first pass", "p99", "peak RSS"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// TestBenchServerProcess runs the phases with each server in a child
+// process (this test binary again, serving as `toolsentry bench` does with
+// benchServerEnv set) and checks that both processes' peaks are reported,
+// the run is complete, and no store is left behind.
+func TestBenchServerProcess(t *testing.T) {
+	if store := os.Getenv(benchServerEnv); store != "" {
+		// The child: serve until the bench closes standard input.
+		if err := runBenchServer(context.Background(), store, stdio{in: os.Stdin, out: os.Stdout, err: os.Stderr}); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	saved := benchServerCommand
+	t.Cleanup(func() { benchServerCommand = saved })
+	benchServerCommand = func() (func(string) *exec.Cmd, error) {
+		return func(store string) *exec.Cmd {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestBenchServerProcess$")
+			cmd.Env = append(os.Environ(), benchServerEnv+"="+store)
+			return cmd
+		}, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	var out, errOut bytes.Buffer
+	err := run(ctx, []string{"bench", "--events", "1500", "--json", "--server-process", "--dir", dir}, stdio{in: strings.NewReader(""), out: &out, err: &errOut})
+	if err != nil {
+		t.Fatalf("bench: %v\nstderr: %s", err, errOut.String())
+	}
+	var rep benchReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("output is not one JSON object: %v\n%s", err, out.String())
+	}
+	if rep.EventsPerSec <= 0 || rep.LatencySamples == 0 || rep.DeadLetters != 0 {
+		t.Errorf("incomplete run: %+v", rep)
+	}
+	if _, err := os.Stat("/proc/self/status"); err == nil {
+		for _, phase := range []string{"raw_publish", "passthrough", "pipeline", "latency"} {
+			if rep.ServerPeakRSSMB[phase] <= 0 {
+				t.Errorf("server peak RSS of %s = %v, want > 0 (all: %v)", phase, rep.ServerPeakRSSMB[phase], rep.ServerPeakRSSMB)
+			}
+		}
+	}
+	if left, err := os.ReadDir(dir); err != nil || len(left) != 0 {
+		t.Errorf("data directory left behind: %v %v", left, err)
+	}
+}
+
+// TestBenchServerProcessThatFails checks that a server process that exits
+// before it serves is reported with what it wrote on standard error.
+func TestBenchServerProcessThatFails(t *testing.T) {
+	env := benchEnv{dir: t.TempDir(), serverPeaks: map[string]float64{}, serverCmd: func(string) *exec.Cmd {
+		return exec.Command("sh", "-c", "echo no JetStream here >&2; exit 3")
+	}}
+	_, _, err := env.server(context.Background(), "raw_publish")
+	if err == nil || !strings.Contains(err.Error(), "no JetStream here") {
+		t.Fatalf("err = %v, want the process's error output", err)
 	}
 }
 
@@ -164,7 +237,7 @@ func TestBenchHelpNamesEveryFlag(t *testing.T) {
 	if err := run(context.Background(), []string{"bench", "--help"}, stdio{in: strings.NewReader(""), out: &out, err: &bytes.Buffer{}}); err != nil {
 		t.Fatal(err)
 	}
-	for _, flag := range []string{"--events", "--rate", "--workers", "--json", "--cpuprofile", "--memprofile", "--dir", "--duplicate-window", "events_per_sec", "passthrough_events_per_sec", "raw_publish_events_per_sec", "p50_ms", "p99_ms", "peak_rss_mb", "--events 1000000"} {
+	for _, flag := range []string{"--events", "--rate", "--workers", "--json", "--cpuprofile", "--memprofile", "--dir", "--duplicate-window", "--server-process", "events_per_sec", "passthrough_events_per_sec", "raw_publish_events_per_sec", "p50_ms", "p99_ms", "peak_rss_mb", "--events 1000000"} {
 		if !strings.Contains(out.String(), flag) {
 			t.Errorf("help lacks %s", flag)
 		}
