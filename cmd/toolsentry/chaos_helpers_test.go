@@ -25,6 +25,7 @@ import (
 	"github.com/toolsentry/toolsentry/consumer/core"
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/publisher"
 )
 
 // The chaos tests run `toolsentry serve --nats-url` as a separate OS process
@@ -566,6 +567,7 @@ type verdictKey struct{ input, tool, agent string }
 //   - the verdict stream is, as a set of ids, exactly what a fault-free,
 //     in-order replay of the telemetry stream through the core produces, so
 //     that no verdict was decided on the wrong state;
+//   - every chain of verdicts is unbroken (toolsentry verify);
 //   - nothing was dead-lettered.
 func checkChaosVerdicts(t *testing.T, js jetstream.JetStream, names events.Names, rounds [][]events.Message, workers ...*chaosWorker) {
 	t.Helper()
@@ -713,6 +715,23 @@ func checkChaosVerdicts(t *testing.T, js jetstream.JetStream, names events.Names
 	}
 	if len(unknown) > 0 {
 		report("%d verdicts for inputs never stored: %s", len(unknown), chaosFirst(unknown))
+	}
+	// Every tool's verdicts form one unbroken chain: none forked by a
+	// retry that linked a second copy of a verdict to the first.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	audit, err := verifyStream(ctx, js, names, verifyOptions{}, nil)
+	cancel()
+	if err != nil {
+		report("auditing the verdict chains: %v", err)
+	}
+	var broken []string
+	for _, p := range audit.Problems {
+		if p.Kind != publisher.ProblemUnsigned {
+			broken = append(broken, fmt.Sprintf("seq %d %s: %s", p.Seq, p.Kind, p.Reason))
+		}
+	}
+	if len(broken) > 0 {
+		report("%d verdict chain problems: %s", len(broken), chaosFirst(broken))
 	}
 	if dlq := chaosMessages(t, js, "TOOLSENTRY_DLQ"); len(dlq) > 0 {
 		var reasons []string

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"bytes"
 	"fmt"
 	"testing"
 
@@ -54,5 +55,157 @@ func TestInvocationWithOutcomeKeepsTheVerdictChainHead(t *testing.T) {
 	}
 	if o.Chain != want {
 		t.Errorf("chain head %q, want the drift verdict's digest %q", o.Chain, want)
+	}
+}
+
+// An observation whose verdict and chain head were stored but whose
+// baseline write failed (the writes are not one transaction) is applied
+// again on its redelivery without its verdict: the baseline is written,
+// and the chain head stays on the verdict the stream has.
+func TestRedeliveryAfterAPartialCommitKeepsTheChain(t *testing.T) {
+	d := direct{t, New(Options{}), NewMemState()}
+	d.apply(1, "schema", "crm.lookup", events.TypeSchemaObserved, `{"tool_id":"crm.lookup","version":"1","tool":`+crmV1+`}`)
+
+	// The drift (no agent uses the tool, so the baseline advances): only
+	// the outcome record is stored.
+	body := `{"specversion":"1.0","id":"ev-2","source":"test","type":"` + events.TypeSchemaObserved + `","time":"2026-10-03T10:00:00Z","datacontenttype":"application/json","data":{"tool_id":"crm.lookup","version":"2","tool":` + crmTyped + `}}`
+	subject := "toolsentry.telemetry.schema.crm=2Elookup"
+	ev, err := events.Decode(subject, nil, []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := d.c.Apply(d.st, Input{Event: ev, Subject: subject, Seq: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first.Verdicts) != 1 {
+		t.Fatalf("want one drift verdict, got %d", len(first.Verdicts))
+	}
+	var outcome []Write
+	for _, w := range first.Writes {
+		if w.Bucket == Outcomes {
+			outcome = append(outcome, w)
+		}
+	}
+	if len(outcome) != 1 || len(first.Writes) < 2 {
+		t.Fatalf("writes %+v: want the outcome record and the baseline", first.Writes)
+	}
+	if err := d.st.Store(outcome); err != nil {
+		t.Fatal(err)
+	}
+	head, _ := events.VerdictDigest(first.Verdicts[0].Data)
+
+	again, err := d.c.Apply(d.st, Input{Event: ev, Subject: subject, Seq: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again.Verdicts) != 0 {
+		t.Errorf("the redelivery published %d verdicts again", len(again.Verdicts))
+	}
+	for _, w := range again.Writes {
+		if w.Bucket == Outcomes {
+			t.Errorf("the redelivery writes the outcome record again: %+v", w.Record)
+		}
+	}
+	if err := d.st.Store(again.Writes); err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := d.st.Baseline("crm.lookup")
+	if rec.LastSeq != 2 || rec.Baseline.Version != "2" {
+		t.Errorf("baseline %+v: want version 2 written at seq 2", rec)
+	}
+	if o, _ := d.st.Outcomes("crm.lookup"); o.Chain != head {
+		t.Errorf("chain head %q, want the stored verdict's %q", o.Chain, head)
+	}
+}
+
+// The same for an invocation that told its agent of a drift: stored with
+// its count and chain head, its usage write failed. The redelivery writes
+// the usage (the agent was told) without telling it again or counting the
+// call twice.
+func TestInvocationRedeliveryAfterAPartialCommit(t *testing.T) {
+	d := direct{t, New(Options{}), NewMemState()}
+	d.apply(1, "schema", "crm.lookup", events.TypeSchemaObserved, `{"tool_id":"crm.lookup","version":"3","tool":`+crmRenamed+`}`)
+	body := `{"specversion":"1.0","id":"ev-2","source":"test","type":"` + events.TypeInvocation + `","time":"2026-10-03T10:00:00Z","datacontenttype":"application/json","data":{"tool_id":"crm.lookup","agent_id":"agent-b","arguments":{"user_id":"u-1"},"outcome":{"status":"ok"}}}`
+	subject := "toolsentry.telemetry.invocation.crm=2Elookup"
+	ev, err := events.Decode(subject, nil, []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := d.c.Apply(d.st, Input{Event: ev, Subject: subject, Seq: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first.Verdicts) != 1 || len(first.Writes) != 2 || first.Writes[0].Bucket != Outcomes {
+		t.Fatalf("%d verdicts, writes %+v: want a drift verdict, the outcome record then the usage", len(first.Verdicts), first.Writes)
+	}
+	if err := d.st.Store(first.Writes[:1]); err != nil {
+		t.Fatal(err)
+	}
+	head, _ := events.VerdictDigest(first.Verdicts[0].Data)
+
+	again, err := d.c.Apply(d.st, Input{Event: ev, Subject: subject, Seq: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again.Verdicts) != 0 || len(again.Writes) != 1 || again.Writes[0].Bucket != Usage {
+		t.Fatalf("redelivery: %d verdicts, writes %+v; want none and the usage record", len(again.Verdicts), again.Writes)
+	}
+	if err := d.st.Store(again.Writes); err != nil {
+		t.Fatal(err)
+	}
+	o, _ := d.st.Outcomes("crm.lookup")
+	if o.Chain != head || o.Calls != 1 {
+		t.Errorf("outcome record %+v: want chain head %q and one call", o, head)
+	}
+	if later := d.apply(3, "invocation", "crm.lookup", events.TypeInvocation, `{"tool_id":"crm.lookup","agent_id":"agent-b","arguments":{"user_id":"u-1"}}`); len(later.Verdicts) != 0 {
+		t.Errorf("the agent was told again on its next call")
+	}
+}
+
+// A contract that changes two workflows' verdicts, whose second workflow
+// write failed: the quality record, which makes a redelivery a no-op, is
+// written last, so the redelivery evaluates again. It publishes the second
+// verdict again byte for byte (the stream drops the duplicate) and nothing
+// for the first, whose record is current.
+func TestCompositionRedeliveryAfterAPartialCommit(t *testing.T) {
+	d := direct{t, New(Options{}), NewMemState()}
+	for i, id := range []string{"a", "b"} {
+		d.apply(uint64(i+1), "contract", id, events.TypeContract, contract(id, 0.95, "DETERMINISTIC", "h"))
+	}
+	for i, w := range []string{"w1", "w2"} {
+		d.apply(uint64(i+3), "workflow", w, events.TypeWorkflow, `{"composition_id":"`+w+`","workflow_quality_requirement":0.5,"introduction_of_nondeterminism_acceptable":false,"policy":{"require_schema_compatibility":false},"structure":{"chain":["a","b"]}}`)
+	}
+	subject := "toolsentry.telemetry.contract.b"
+	body := `{"specversion":"1.0","id":"ev-5","source":"test","type":"` + events.TypeContract + `","time":"2026-10-03T10:00:00Z","datacontenttype":"application/json","data":` + contract("b", 0.4, "DETERMINISTIC", "h") + `}`
+	ev, err := events.Decode(subject, nil, []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := d.c.Apply(d.st, Input{Event: ev, Subject: subject, Seq: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first.Verdicts) != 2 || len(first.Writes) != 3 || first.Writes[2].Bucket != Quality {
+		t.Fatalf("%d verdicts, writes %+v: want two verdicts, the workflows then the quality record", len(first.Verdicts), first.Writes)
+	}
+	if err := d.st.Store(first.Writes[:1]); err != nil {
+		t.Fatal(err)
+	}
+	again, err := d.c.Apply(d.st, Input{Event: ev, Subject: subject, Seq: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again.Verdicts) != 1 || !bytes.Equal(again.Verdicts[0].Data, first.Verdicts[1].Data) {
+		t.Fatalf("redelivery: %d verdicts; want the second one again, byte for byte", len(again.Verdicts))
+	}
+	if len(again.Writes) != 2 || again.Writes[0].Bucket != Workflows || again.Writes[1].Bucket != Quality {
+		t.Fatalf("redelivery writes %+v: want the second workflow, then the quality record", again.Writes)
+	}
+	if err := d.st.Store(again.Writes); err != nil {
+		t.Fatal(err)
+	}
+	if dup := d.apply(5, "contract", "b", events.TypeContract, contract("b", 0.4, "DETERMINISTIC", "h")); len(dup.Verdicts)+len(dup.Writes) != 0 {
+		t.Errorf("a redelivery after the full commit: %d verdicts, %d writes; want none", len(dup.Verdicts), len(dup.Writes))
 	}
 }

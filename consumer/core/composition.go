@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
@@ -31,7 +32,7 @@ func (c *Core) applyContract(st State, in Input) (Effects, error) {
 		Seq:                     in.Seq,
 	}
 	ov.write(&eff, Write{Bucket: Quality, IDs: []string{k.ToolID}, Record: q})
-	return eff, c.reevaluate(ov, in, k.ToolID, &eff)
+	return c.reevaluateGuarded(ov, in, k.ToolID, eff)
 }
 
 // applyCheckpoint records a tool's measured outcomes, as its lane counted
@@ -55,7 +56,7 @@ func (c *Core) applyCheckpoint(st State, in Input) (Effects, error) {
 		q.Fingerprint, q.InputSchema, q.OutputSchema = k.Fingerprint, k.InputSchema, k.OutputSchema
 	}
 	ov.write(&eff, Write{Bucket: Quality, IDs: []string{k.ToolID}, Record: q})
-	return eff, c.reevaluate(ov, in, k.ToolID, &eff)
+	return c.reevaluateGuarded(ov, in, k.ToolID, eff)
 }
 
 // applyWorkflow stores a declared workflow and publishes its verdict. A
@@ -112,6 +113,23 @@ func (c *Core) applyWorkflow(st State, in Input) (Effects, error) {
 		rec.Last = lastVerdict(m, in)
 	}
 	eff.Writes = append(eff.Writes, Write{Bucket: Workflows, IDs: []string{decl.CompositionID}, Record: rec})
+	return eff, nil
+}
+
+// reevaluateGuarded reevaluates the workflows that use toolID after its
+// quality record changed (in eff), and writes that record last. It is what
+// makes a redelivery a no-op, and the writes are not one transaction: if a
+// workflow's write failed, the redelivery must evaluate again. It then
+// publishes nothing for the workflows written (their last verdict is
+// current) and the same verdict, byte for byte, for the others (their
+// chain head did not move), which the stream drops as a duplicate.
+func (c *Core) reevaluateGuarded(ov *overlay, in Input, toolID string, eff Effects) (Effects, error) {
+	if err := c.reevaluate(ov, in, toolID, &eff); err != nil {
+		return Effects{}, err
+	}
+	i := slices.IndexFunc(eff.Writes, func(w Write) bool { return w.Bucket == Quality && w.IDs[0] == toolID })
+	guard := eff.Writes[i]
+	eff.Writes = append(slices.Delete(eff.Writes, i, i+1), guard)
 	return eff, nil
 }
 

@@ -22,10 +22,12 @@ import (
 //     QualityEvery outcomes, the counts are published as a quality
 //     checkpoint, which the composition lane applies to the workflows that
 //     use the tool (see applyCheckpoint).
-func (c *Core) applyInvocation(st State, in Input) (Effects, error) {
+func (c *Core) applyInvocation(st State, in Input) (eff Effects, err error) {
 	inv := in.Event.Invocation
-	var eff Effects
 	ov := newOverlay(st)
+	if o, ok := st.Outcomes(inv.ToolID); ok && o.ChainSeq >= in.Seq {
+		defer redoWrites(&eff, inv.ToolID)() // the drift verdict it told went out
+	}
 
 	// u is the store's record as long as nothing may change it (an agent
 	// calling as it always did), else a copy.

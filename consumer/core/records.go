@@ -186,6 +186,11 @@ type OutcomeRecord struct {
 	// Chain is the digest (events.VerdictDigest) of the last schema verdict
 	// about the tool: the predecessor of the next one.
 	Chain string `json:"chain,omitempty"`
+	// ChainSeq is the stream sequence of the input whose verdict is the
+	// chain head. An input at or below it had its verdicts stored: a
+	// redelivery (its other writes failed, or its ack was lost) must not
+	// publish them again, linked to the first copies (see redoWrites).
+	ChainSeq uint64 `json:"chain_seq,omitempty"`
 }
 
 // LastVerdict is the composition verdict last published for a workflow.

@@ -3,6 +3,7 @@ package core
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
@@ -72,6 +73,9 @@ func (c *Core) observeTool(st *overlay, in Input, toolID, version string, tool e
 	prev, found := st.Baseline(toolID)
 	if found && prev.LastSeq >= in.Seq {
 		return nil // applied before this redelivery: its verdicts went out first
+	}
+	if o, ok := st.Outcomes(toolID); ok && o.ChainSeq >= in.Seq {
+		defer redoWrites(eff, toolID)()
 	}
 	schemaVerdict := func(m guards.SchemaManifest, agent, baselineFP string, rep *guards.DriftReport) events.SchemaVerdict {
 		sv := events.SchemaVerdict{
@@ -172,13 +176,31 @@ func (c *Core) observeTool(st *overlay, in Input, toolID, version string, tool e
 	return nil
 }
 
+// redoWrites is for an input whose verdicts, and the chain head they
+// moved, an earlier delivery stored before its other writes failed (they
+// are not one transaction; the outcome record is written first). The
+// input is applied again for those writes, and the func redoWrites returns
+// then drops what it added to eff since: its verdicts, since a second
+// copy, linked to the first, would be dropped by the stream as a duplicate
+// while the chain head moved to it; and the tool's outcome record, which
+// has them.
+func redoWrites(eff *Effects, toolID string) func() {
+	v0, w0 := len(eff.Verdicts), len(eff.Writes)
+	return func() {
+		eff.Verdicts = eff.Verdicts[:v0]
+		eff.Writes = slices.Concat(eff.Writes[:w0], slices.DeleteFunc(eff.Writes[w0:], func(w Write) bool {
+			return w.Bucket == Outcomes && w.IDs[0] == toolID
+		}))
+	}
+}
+
 // noMigration is the migration of a verdict without drift: no steps. It is
 // shared by those verdicts, which only read it.
 var noMigration = rawJSON(guards.MigrationPlan{Steps: []guards.MigrationStep{}})
 
 // verdict encodes a schema verdict, linked to the previous verdict about
 // its tool, and adds it to the effects; the tool's outcome record takes the
-// new chain head.
+// new chain head and the input's sequence.
 func (c *Core) verdict(ov *overlay, eff *Effects, in Input, sv events.SchemaVerdict) error {
 	o := &OutcomeRecord{ToolID: sv.ToolID}
 	if prev, ok := ov.Outcomes(sv.ToolID); ok {
@@ -191,6 +213,7 @@ func (c *Core) verdict(ov *overlay, eff *Effects, in Input, sv events.SchemaVerd
 	if o.Chain, err = events.VerdictDigest(msg.Data); err != nil {
 		return fmt.Errorf("digest of verdict %s: %w", msg.ID, err)
 	}
+	o.ChainSeq = in.Seq
 	eff.Verdicts = append(eff.Verdicts, msg)
 	ov.write(eff, Write{Bucket: Outcomes, IDs: []string{sv.ToolID}, Record: o})
 	return nil
