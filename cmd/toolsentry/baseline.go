@@ -128,7 +128,14 @@ func runBaseline(ctx context.Context, args []string, sio stdio) error {
 	}
 	switch sub {
 	case "list":
-		return listBaselines(ctx, kv, *asJSON, sio)
+		// The last observation applied is in the outcome record when the
+		// observation left the baseline record as it was (a match); a
+		// bucket from before there was one is no error.
+		outcomes, err := js.KeyValue(ctx, names.OutcomesBucket())
+		if err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
+			return fmt.Errorf("reading bucket %s: %w", names.OutcomesBucket(), err)
+		}
+		return listBaselines(ctx, kv, outcomes, *asJSON, sio)
 	case "show":
 		return showBaseline(ctx, kv, pos[0], sio.out)
 	case "accept":
@@ -159,38 +166,44 @@ type baselineSummary struct {
 	Revision            uint64 `json:"revision"`
 }
 
-func listBaselines(ctx context.Context, kv jetstream.KeyValue, asJSON bool, sio stdio) error {
-	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
-	if err != nil {
-		return fmt.Errorf("reading bucket %s: %w", kv.Bucket(), err)
-	}
-	defer func() { _ = w.Stop() }()
+// listBaselines lists the records of kv; LAST SEQ is the later of the
+// record's and the tool's outcome record's (outcomes may be nil).
+func listBaselines(ctx context.Context, kv, outcomes jetstream.KeyValue, asJSON bool, sio stdio) error {
 	rows := []baselineSummary{}
 	bad := 0
-	for done := false; !done; {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case e, ok := <-w.Updates():
-			if !ok || e == nil { // nil: every current value delivered
-				done = true
-				break
+	err := eachValue(ctx, kv, func(e jetstream.KeyValueEntry) {
+		var rec core.BaselineRecord
+		if err := json.Unmarshal(e.Value(), &rec); err != nil {
+			fmt.Fprintf(sio.err, "%s: key %s: not a baseline record: %v\n", kv.Bucket(), e.Key(), err)
+			bad++
+			return
+		}
+		rows = append(rows, baselineSummary{
+			ToolID:              rec.ToolID,
+			BaselineFingerprint: rec.Baseline.Fingerprint,
+			CurrentFingerprint:  rec.Current.Fingerprint,
+			Held:                rec.Held,
+			Version:             rec.Current.Version,
+			LastSeq:             rec.LastSeq,
+			Revision:            e.Revision(),
+		})
+	})
+	if err != nil {
+		return err
+	}
+	if outcomes != nil && len(rows) > 0 {
+		observed := map[string]uint64{}
+		err := eachValue(ctx, outcomes, func(e jetstream.KeyValueEntry) {
+			var o core.OutcomeRecord
+			if json.Unmarshal(e.Value(), &o) == nil {
+				observed[o.ToolID] = o.ObservedSeq
 			}
-			var rec core.BaselineRecord
-			if err := json.Unmarshal(e.Value(), &rec); err != nil {
-				fmt.Fprintf(sio.err, "%s: key %s: not a baseline record: %v\n", kv.Bucket(), e.Key(), err)
-				bad++
-				continue
-			}
-			rows = append(rows, baselineSummary{
-				ToolID:              rec.ToolID,
-				BaselineFingerprint: rec.Baseline.Fingerprint,
-				CurrentFingerprint:  rec.Current.Fingerprint,
-				Held:                rec.Held,
-				Version:             rec.Current.Version,
-				LastSeq:             rec.LastSeq,
-				Revision:            e.Revision(),
-			})
+		})
+		if err != nil {
+			return err
+		}
+		for i := range rows {
+			rows[i].LastSeq = max(rows[i].LastSeq, observed[rows[i].ToolID])
 		}
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].ToolID < rows[j].ToolID })
@@ -208,6 +221,26 @@ func listBaselines(ctx context.Context, kv jetstream.KeyValue, asJSON bool, sio 
 		return errExit(1)
 	}
 	return nil
+}
+
+// eachValue calls f with every current value of kv.
+func eachValue(ctx context.Context, kv jetstream.KeyValue, f func(jetstream.KeyValueEntry)) error {
+	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return fmt.Errorf("reading bucket %s: %w", kv.Bucket(), err)
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok || e == nil { // nil: every current value delivered
+				return nil
+			}
+			f(e)
+		}
+	}
 }
 
 func writeBaselineTable(w io.Writer, rows []baselineSummary) error {

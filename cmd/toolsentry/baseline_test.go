@@ -90,13 +90,23 @@ func TestBaselineList(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A later observation that left the record as it was (a match) is in
+	// the tool's outcome record; an earlier one changes nothing.
+	for tool, seq := range map[string]uint64{"fs.read": 9, "crm.lookup": 5} {
+		key, _ := core.Key(tool)
+		data, _ := json.Marshal(core.OutcomeRecord{ToolID: tool, ObservedSeq: seq})
+		if _, err := srv.res.Outcomes.Put(ctx, key, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	out, errOut, code = runCtx(ctx, "", "baseline", "list", "--nats-url", srv.url)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	want := "TOOL        BASELINE              CURRENT               HELD  VERSION  LAST SEQ\n" +
 		"crm.lookup  sha256:aaaaaaaaaaaa…  sha256:bbbbbbbbbbbb…  held  2        7\n" +
-		"fs.read     sha256:cccccccccccc…  (same)                -     -        4\n"
+		"fs.read     sha256:cccccccccccc…  (same)                -     -        9\n"
 	if out != want {
 		t.Errorf("table:\n%s\nwant:\n%s", out, want)
 	}
@@ -111,7 +121,7 @@ func TestBaselineList(t *testing.T) {
 	}
 	wantJSON := []baselineSummary{
 		{ToolID: "crm.lookup", BaselineFingerprint: fp("a"), CurrentFingerprint: fp("b"), Held: true, Version: "2", LastSeq: 7, Revision: revHeld},
-		{ToolID: "fs.read", BaselineFingerprint: fp("c"), CurrentFingerprint: fp("c"), LastSeq: 4, Revision: revSettled},
+		{ToolID: "fs.read", BaselineFingerprint: fp("c"), CurrentFingerprint: fp("c"), LastSeq: 9, Revision: revSettled},
 	}
 	if d := cmp.Diff(wantJSON, got); d != "" {
 		t.Errorf("list --json (-want +got):\n%s", d)

@@ -50,7 +50,10 @@ type BaselineRecord struct {
 	// Known are the recent distinct versions, newest last, Baseline and
 	// Current among them.
 	Known []ToolVersion `json:"known"`
-	// LastSeq is the stream sequence of the last observation applied.
+	// LastSeq is the stream sequence of the last observation that changed
+	// the record. An observation that only repeats the current version
+	// (SCHEMA_MATCH, nothing held) leaves the record as it is: the
+	// outcome record's ObservedSeq has the last observation applied.
 	LastSeq uint64 `json:"last_seq"`
 }
 
@@ -191,6 +194,11 @@ type OutcomeRecord struct {
 	// redelivery (its other writes failed, or its ack was lost) must not
 	// publish them again, linked to the first copies (see redoWrites).
 	ChainSeq uint64 `json:"chain_seq,omitempty"`
+	// ObservedSeq is the stream sequence of the last schema observation of
+	// the tool applied. Every observation yields a verdict, so it is
+	// stored with the chain head it moves, also when the observation left
+	// the baseline record as it was (`baseline list` shows it).
+	ObservedSeq uint64 `json:"observed_seq,omitempty"`
 }
 
 // LastVerdict is the composition verdict last published for a workflow.

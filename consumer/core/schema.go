@@ -1,6 +1,7 @@
 package core
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -74,7 +75,13 @@ func (c *Core) observeTool(st *overlay, in Input, toolID, version string, tool e
 	if found && prev.LastSeq >= in.Seq {
 		return nil // applied before this redelivery: its verdicts went out first
 	}
+	// An observation that repeats the current version writes nothing but
+	// the outcome record (see the SCHEMA_MATCH case below).
+	repeat := found && !prev.Held && prev.Baseline.Fingerprint == v.Fingerprint && sameVersion(prev.Current, v)
 	if o, ok := st.Outcomes(toolID); ok && o.ChainSeq >= in.Seq {
+		if repeat {
+			return nil // applied before this redelivery
+		}
 		defer redoWrites(eff, toolID)()
 	}
 	schemaVerdict := func(m guards.SchemaManifest, agent, baselineFP string, rep *guards.DriftReport) events.SchemaVerdict {
@@ -114,6 +121,13 @@ func (c *Core) observeTool(st *overlay, in Input, toolID, version string, tool e
 		m := guards.EvaluateSchema(current, &guards.SchemaBaseline{BaselineFingerprint: prev.Baseline.Fingerprint})
 		if err := c.verdict(st, eff, in, schemaVerdict(m, "", prev.Baseline.Fingerprint, nil)); err != nil {
 			return err
+		}
+		if repeat {
+			// Nothing to record but this observation's sequence and id,
+			// and the outcome record, written for the verdict's chain
+			// head, keeps the sequence: the most common observation costs
+			// one write, not two.
+			return nil
 		}
 		next = cloneBaseline(prev)
 		next.Current, next.Held = v, false
@@ -194,13 +208,19 @@ func redoWrites(eff *Effects, toolID string) func() {
 	}
 }
 
+// sameVersion reports whether b is the version a, observed again: the same
+// fingerprint, version label and MCP Tool object.
+func sameVersion(a, b ToolVersion) bool {
+	return a.Fingerprint == b.Fingerprint && a.Version == b.Version && bytes.Equal(a.Tool, b.Tool)
+}
+
 // noMigration is the migration of a verdict without drift: no steps. It is
 // shared by those verdicts, which only read it.
 var noMigration = rawJSON(guards.MigrationPlan{Steps: []guards.MigrationStep{}})
 
 // verdict encodes a schema verdict, linked to the previous verdict about
 // its tool, and adds it to the effects; the tool's outcome record takes the
-// new chain head and the input's sequence.
+// new chain head, and, for a schema observation, its sequence.
 func (c *Core) verdict(ov *overlay, eff *Effects, in Input, sv events.SchemaVerdict) error {
 	o := &OutcomeRecord{ToolID: sv.ToolID}
 	if prev, ok := ov.Outcomes(sv.ToolID); ok {
@@ -214,6 +234,9 @@ func (c *Core) verdict(ov *overlay, eff *Effects, in Input, sv events.SchemaVerd
 		return fmt.Errorf("digest of verdict %s: %w", msg.ID, err)
 	}
 	o.ChainSeq = in.Seq
+	if in.Event.SchemaObserved != nil {
+		o.ObservedSeq = in.Seq
+	}
 	eff.Verdicts = append(eff.Verdicts, msg)
 	ov.write(eff, Write{Bucket: Outcomes, IDs: []string{sv.ToolID}, Record: o})
 	return nil
