@@ -25,7 +25,7 @@ import (
 func (c *Core) applyInvocation(st State, in Input) (eff Effects, err error) {
 	inv := in.Event.Invocation
 	ov := newOverlay(st)
-	if o, ok := st.Outcomes(inv.ToolID); ok && o.ChainSeq >= in.Seq {
+	if o, ok := st.Outcomes(inv.ToolID); ok && o.ChainSeq == in.Seq {
 		defer redoWrites(&eff, inv.ToolID)() // the drift verdict it told went out
 	}
 

@@ -190,9 +190,9 @@ type OutcomeRecord struct {
 	// about the tool: the predecessor of the next one.
 	Chain string `json:"chain,omitempty"`
 	// ChainSeq is the stream sequence of the input whose verdict is the
-	// chain head. An input at or below it had its verdicts stored: a
-	// redelivery (its other writes failed, or its ack was lost) must not
-	// publish them again, linked to the first copies (see redoWrites).
+	// chain head. A redelivery of that input (its other writes failed, or
+	// its ack was lost) must not publish its verdicts again, linked to the
+	// first copies (see redoWrites).
 	ChainSeq uint64 `json:"chain_seq,omitempty"`
 	// ObservedSeq is the stream sequence of the last schema observation of
 	// the tool applied. Every observation yields a verdict, so it is

@@ -82,7 +82,9 @@ func (c *Core) observeTool(st *overlay, in Input, toolID, version string, tool e
 		if repeat {
 			return nil // applied before this redelivery
 		}
-		defer redoWrites(eff, toolID)()
+		if o.ChainSeq == in.Seq {
+			defer redoWrites(eff, toolID)()
+		}
 	}
 	schemaVerdict := func(m guards.SchemaManifest, agent, baselineFP string, rep *guards.DriftReport) events.SchemaVerdict {
 		sv := events.SchemaVerdict{
@@ -192,7 +194,8 @@ func (c *Core) observeTool(st *overlay, in Input, toolID, version string, tool e
 
 // redoWrites is for an input whose verdicts, and the chain head they
 // moved, an earlier delivery stored before its other writes failed (they
-// are not one transaction; the outcome record is written first). The
+// are not one transaction; the outcome record is written first): the
+// outcome record's ChainSeq is the input's sequence. The
 // input is applied again for those writes, and the func redoWrites returns
 // then drops what it added to eff since: its verdicts, since a second
 // copy, linked to the first, would be dropped by the stream as a duplicate
@@ -220,7 +223,8 @@ var noMigration = rawJSON(guards.MigrationPlan{Steps: []guards.MigrationStep{}})
 
 // verdict encodes a schema verdict, linked to the previous verdict about
 // its tool, and adds it to the effects; the tool's outcome record takes the
-// new chain head, and, for a schema observation, its sequence.
+// new chain head and the input's sequence (ChainSeq; ObservedSeq too for a
+// schema observation).
 func (c *Core) verdict(ov *overlay, eff *Effects, in Input, sv events.SchemaVerdict) error {
 	o := &OutcomeRecord{ToolID: sv.ToolID}
 	if prev, ok := ov.Outcomes(sv.ToolID); ok {
