@@ -19,6 +19,17 @@ type direct struct {
 
 func (d direct) apply(seq uint64, kind, key, typ, data string) Effects {
 	d.t.Helper()
+	eff := d.effects(seq, kind, key, typ, data)
+	if err := d.st.Store(eff.Writes); err != nil {
+		d.t.Fatal(err)
+	}
+	return eff
+}
+
+// effects applies one input and returns its effects, storing none of its
+// writes.
+func (d direct) effects(seq uint64, kind, key, typ, data string) Effects {
+	d.t.Helper()
 	tok, _ := events.KeyToken(key)
 	subject := "toolsentry.telemetry." + kind + "." + tok
 	body := fmt.Sprintf(`{"specversion":"1.0","id":"ev-%d","source":"test","type":%q,"time":"2026-10-03T10:00:00Z","datacontenttype":"application/json","data":%s}`, seq, typ, data)
@@ -28,9 +39,6 @@ func (d direct) apply(seq uint64, kind, key, typ, data string) Effects {
 	}
 	eff, err := d.c.Apply(d.st, Input{Event: ev, Subject: subject, Seq: seq})
 	if err != nil {
-		d.t.Fatal(err)
-	}
-	if err := d.st.Store(eff.Writes); err != nil {
 		d.t.Fatal(err)
 	}
 	return eff
@@ -124,16 +132,8 @@ func TestRedeliveryAfterAPartialCommitKeepsTheChain(t *testing.T) {
 
 	// The drift (no agent uses the tool, so the baseline advances): only
 	// the outcome record is stored.
-	body := `{"specversion":"1.0","id":"ev-2","source":"test","type":"` + events.TypeSchemaObserved + `","time":"2026-10-03T10:00:00Z","datacontenttype":"application/json","data":{"tool_id":"crm.lookup","version":"2","tool":` + crmTyped + `}}`
-	subject := "toolsentry.telemetry.schema.crm=2Elookup"
-	ev, err := events.Decode(subject, nil, []byte(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, err := d.c.Apply(d.st, Input{Event: ev, Subject: subject, Seq: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	drift := `{"tool_id":"crm.lookup","version":"2","tool":` + crmTyped + `}`
+	first := d.effects(2, "schema", "crm.lookup", events.TypeSchemaObserved, drift)
 	if len(first.Verdicts) != 1 {
 		t.Fatalf("want one drift verdict, got %d", len(first.Verdicts))
 	}
@@ -151,10 +151,7 @@ func TestRedeliveryAfterAPartialCommitKeepsTheChain(t *testing.T) {
 	}
 	head, _ := events.VerdictDigest(first.Verdicts[0].Data)
 
-	again, err := d.c.Apply(d.st, Input{Event: ev, Subject: subject, Seq: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	again := d.effects(2, "schema", "crm.lookup", events.TypeSchemaObserved, drift)
 	if len(again.Verdicts) != 0 {
 		t.Errorf("the redelivery published %d verdicts again", len(again.Verdicts))
 	}
@@ -182,16 +179,8 @@ func TestRedeliveryAfterAPartialCommitKeepsTheChain(t *testing.T) {
 func TestInvocationRedeliveryAfterAPartialCommit(t *testing.T) {
 	d := direct{t, New(Options{}), NewMemState()}
 	d.apply(1, "schema", "crm.lookup", events.TypeSchemaObserved, `{"tool_id":"crm.lookup","version":"3","tool":`+crmRenamed+`}`)
-	body := `{"specversion":"1.0","id":"ev-2","source":"test","type":"` + events.TypeInvocation + `","time":"2026-10-03T10:00:00Z","datacontenttype":"application/json","data":{"tool_id":"crm.lookup","agent_id":"agent-b","arguments":{"user_id":"u-1"},"outcome":{"status":"ok"}}}`
-	subject := "toolsentry.telemetry.invocation.crm=2Elookup"
-	ev, err := events.Decode(subject, nil, []byte(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, err := d.c.Apply(d.st, Input{Event: ev, Subject: subject, Seq: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	call := `{"tool_id":"crm.lookup","agent_id":"agent-b","arguments":{"user_id":"u-1"},"outcome":{"status":"ok"}}`
+	first := d.effects(2, "invocation", "crm.lookup", events.TypeInvocation, call)
 	if len(first.Verdicts) != 1 || len(first.Writes) != 2 || first.Writes[0].Bucket != Outcomes {
 		t.Fatalf("%d verdicts, writes %+v: want a drift verdict, the outcome record then the usage", len(first.Verdicts), first.Writes)
 	}
@@ -200,10 +189,7 @@ func TestInvocationRedeliveryAfterAPartialCommit(t *testing.T) {
 	}
 	head, _ := events.VerdictDigest(first.Verdicts[0].Data)
 
-	again, err := d.c.Apply(d.st, Input{Event: ev, Subject: subject, Seq: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	again := d.effects(2, "invocation", "crm.lookup", events.TypeInvocation, call)
 	if len(again.Verdicts) != 0 || len(again.Writes) != 1 || again.Writes[0].Bucket != Usage {
 		t.Fatalf("redelivery: %d verdicts, writes %+v; want none and the usage record", len(again.Verdicts), again.Writes)
 	}
@@ -232,26 +218,15 @@ func TestCompositionRedeliveryAfterAPartialCommit(t *testing.T) {
 	for i, w := range []string{"w1", "w2"} {
 		d.apply(uint64(i+3), "workflow", w, events.TypeWorkflow, `{"composition_id":"`+w+`","workflow_quality_requirement":0.5,"introduction_of_nondeterminism_acceptable":false,"policy":{"require_schema_compatibility":false},"structure":{"chain":["a","b"]}}`)
 	}
-	subject := "toolsentry.telemetry.contract.b"
-	body := `{"specversion":"1.0","id":"ev-5","source":"test","type":"` + events.TypeContract + `","time":"2026-10-03T10:00:00Z","datacontenttype":"application/json","data":` + contract("b", 0.4, "DETERMINISTIC", "h") + `}`
-	ev, err := events.Decode(subject, nil, []byte(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, err := d.c.Apply(d.st, Input{Event: ev, Subject: subject, Seq: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lower := contract("b", 0.4, "DETERMINISTIC", "h")
+	first := d.effects(5, "contract", "b", events.TypeContract, lower)
 	if len(first.Verdicts) != 2 || len(first.Writes) != 3 || first.Writes[2].Bucket != Quality {
 		t.Fatalf("%d verdicts, writes %+v: want two verdicts, the workflows then the quality record", len(first.Verdicts), first.Writes)
 	}
 	if err := d.st.Store(first.Writes[:1]); err != nil {
 		t.Fatal(err)
 	}
-	again, err := d.c.Apply(d.st, Input{Event: ev, Subject: subject, Seq: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
+	again := d.effects(5, "contract", "b", events.TypeContract, lower)
 	if len(again.Verdicts) != 1 || !bytes.Equal(again.Verdicts[0].Data, first.Verdicts[1].Data) {
 		t.Fatalf("redelivery: %d verdicts; want the second one again, byte for byte", len(again.Verdicts))
 	}
@@ -261,7 +236,7 @@ func TestCompositionRedeliveryAfterAPartialCommit(t *testing.T) {
 	if err := d.st.Store(again.Writes); err != nil {
 		t.Fatal(err)
 	}
-	if dup := d.apply(5, "contract", "b", events.TypeContract, contract("b", 0.4, "DETERMINISTIC", "h")); len(dup.Verdicts)+len(dup.Writes) != 0 {
+	if dup := d.apply(5, "contract", "b", events.TypeContract, lower); len(dup.Verdicts)+len(dup.Writes) != 0 {
 		t.Errorf("a redelivery after the full commit: %d verdicts, %d writes; want none", len(dup.Verdicts), len(dup.Writes))
 	}
 }
