@@ -435,11 +435,10 @@ func (env benchEnv) serverProcess(phase, store string) (*benchServer, func(), er
 	exited := make(chan struct{})
 	urls := make(chan string, 1)
 	go func() {
+		// Standard output is read to its end before Wait, which closes it.
 		line, _ := bufio.NewReader(stdout).ReadString('\n')
 		urls <- strings.TrimSpace(line)
 		_, _ = io.Copy(io.Discard, stdout)
-	}()
-	go func() {
 		_ = cmd.Wait()
 		close(exited)
 	}()
