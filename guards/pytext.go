@@ -101,7 +101,13 @@ func writePyJSONString(b *strings.Builder, s string) {
 		i++
 	}
 	b.WriteString(s[:i])
-	for _, r := range s[i:] { // ranging over invalid UTF-8 yields U+FFFD
+	writePyJSONRunes(b, s[i:])
+	b.WriteByte('"')
+}
+
+// writePyJSONRunes writes s escaped as json.dumps does, rune by rune.
+func writePyJSONRunes(b *strings.Builder, s string) {
+	for _, r := range s { // ranging over invalid UTF-8 yields U+FFFD
 		switch {
 		case r == '"':
 			b.WriteString(`\"`)
@@ -127,7 +133,6 @@ func writePyJSONString(b *strings.Builder, s string) {
 			writeU4(b, r)
 		}
 	}
-	b.WriteByte('"')
 }
 
 func writeU4(b *strings.Builder, r rune) {

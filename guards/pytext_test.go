@@ -134,31 +134,6 @@ func FuzzPyJSONDumps(f *testing.F) {
 // rune by rune. The fuzz test holds the writer to it.
 func refPyJSONString(b *strings.Builder, s string) {
 	b.WriteByte('"')
-	for _, r := range s {
-		switch {
-		case r == '"':
-			b.WriteString(`\"`)
-		case r == '\\':
-			b.WriteString(`\\`)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case r == '\b':
-			b.WriteString(`\b`)
-		case r == '\f':
-			b.WriteString(`\f`)
-		case r >= 0x20 && r <= 0x7e:
-			b.WriteRune(r)
-		case r > 0xffff:
-			r -= 0x10000
-			writeU4(b, 0xd800+(r>>10))
-			writeU4(b, 0xdc00+(r&0x3ff))
-		default:
-			writeU4(b, r)
-		}
-	}
+	writePyJSONRunes(b, s)
 	b.WriteByte('"')
 }
