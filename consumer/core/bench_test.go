@@ -1,7 +1,6 @@
 package core
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 
@@ -22,6 +21,14 @@ func BenchmarkApplyInvocation(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	applyLoop(b, h, subject, ev, "events/s", func(eff Effects) bool {
+		return len(eff.Verdicts) == 0 && len(eff.Writes) == 1
+	})
+}
+
+// applyLoop applies ev at a new stream sequence each iteration, stores its
+// writes, fails on effects that want refuses, and reports the rate in unit.
+func applyLoop(b *testing.B, h *harness, subject string, ev events.Event, unit string, want func(Effects) bool) {
 	b.ReportAllocs()
 	seq := uint64(100)
 	for b.Loop() {
@@ -30,14 +37,14 @@ func BenchmarkApplyInvocation(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if len(eff.Verdicts) != 0 || len(eff.Writes) != 1 {
-			b.Fatal(fmt.Sprintf("effects %+v", eff))
+		if !want(eff) {
+			b.Fatalf("effects %+v", eff)
 		}
 		if err := h.state.Store(eff.Writes); err != nil {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), unit)
 }
 
 // BenchmarkApplySchema is a schema observation of a known tool without
@@ -64,22 +71,9 @@ func BenchmarkApplySchema(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			b.ReportAllocs()
-			seq := uint64(100)
-			for b.Loop() {
-				seq++
-				eff, err := h.core.Apply(h.state, Input{Event: ev, Subject: subject, Seq: seq})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if len(eff.Verdicts) != 1 || !strings.Contains(eff.Verdicts[0].Subject, strings.ToLower(bc.verdict)) {
-					b.Fatalf("effects %+v", eff)
-				}
-				if err := h.state.Store(eff.Writes); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "verdicts/s")
+			applyLoop(b, h, subject, ev, "verdicts/s", func(eff Effects) bool {
+				return len(eff.Verdicts) == 1 && strings.Contains(eff.Verdicts[0].Subject, strings.ToLower(bc.verdict))
+			})
 		})
 	}
 }
