@@ -152,20 +152,6 @@ func TestDirectivesReplayChangesNothing(t *testing.T) {
 	}
 }
 
-func waitConsumerSettled(t *testing.T, js jetstream.JetStream, stream, durable string) {
-	t.Helper()
-	natstest.Eventually(t, 20*time.Second, durable+" settled", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		c, err := js.Consumer(ctx, stream, durable)
-		if err != nil {
-			return false
-		}
-		info, err := c.Info(ctx)
-		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
-	})
-}
-
 // TestAcceptDirectives: accepting the drifted version releases the hold on
 // the agent's directive but keeps its migration (the agent still sends the
 // old field); a second accept changes nothing.

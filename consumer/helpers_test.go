@@ -128,11 +128,11 @@ func (f *fixture) consumerInfo() *jetstream.ConsumerInfo {
 	return ci
 }
 
-// settled reports whether the consumer has neither pending nor
-// unacknowledged messages.
+// settled reports whether the consumer has handled every message of its
+// stream (consumerSettled).
 func (f *fixture) settled() bool {
-	ci := f.consumerInfo()
-	return ci.NumPending == 0 && ci.NumAckPending == 0
+	info := f.res.Consumer.CachedInfo()
+	return consumerSettled(f.js, info.Stream, info.Name)
 }
 
 func (f *fixture) waitSettled() {

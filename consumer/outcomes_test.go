@@ -130,16 +130,7 @@ func TestOutcomeCountsAreRebuiltAfterACrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	settled := func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		c, err := js.Consumer(ctx, "TOOLSENTRY_TELEMETRY", "toolsentry-workers")
-		if err != nil {
-			return false
-		}
-		info, err := c.Info(ctx)
-		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
-	}
+	settled := func() bool { return consumerSettled(js, "TOOLSENTRY_TELEMETRY", "toolsentry-workers") }
 
 	w1 := startOutcomeWorker(t, url)
 	send(12)

@@ -193,19 +193,35 @@ func streamCount(t *testing.T, js jetstream.JetStream, stream string) int {
 
 func waitSettled(t *testing.T, js jetstream.JetStream) {
 	t.Helper()
-	natstest.Eventually(t, 20*time.Second, "every input acknowledged", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		c, err := js.Consumer(ctx, "TOOLSENTRY_TELEMETRY", "toolsentry-workers")
-		if err != nil {
-			t.Fatal(err)
-		}
-		info, err := c.Info(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return info.NumPending == 0 && info.NumAckPending == 0
-	})
+	waitConsumerSettled(t, js, "TOOLSENTRY_TELEMETRY", "toolsentry-workers")
+}
+
+func waitConsumerSettled(t *testing.T, js jetstream.JetStream, stream, durable string) {
+	t.Helper()
+	natstest.Eventually(t, 20*time.Second, durable+" settled", func() bool { return consumerSettled(js, stream, durable) })
+}
+
+// consumerSettled reports whether durable has handled every message its
+// stream held when asked: none pending or unacknowledged, and the ack floor
+// at the stream's last sequence. The pending counts alone can lag a burst
+// of publishes: they have read 0 before the worker saw the first message.
+func consumerSettled(js jetstream.JetStream, stream, durable string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return false
+	}
+	si, err := s.Info(ctx)
+	if err != nil {
+		return false
+	}
+	c, err := js.Consumer(ctx, stream, durable)
+	if err != nil {
+		return false
+	}
+	ci, err := c.Info(ctx)
+	return err == nil && ci.NumPending == 0 && ci.NumAckPending == 0 && ci.AckFloor.Stream >= si.State.LastSeq
 }
 
 const (
