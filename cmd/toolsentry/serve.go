@@ -81,7 +81,7 @@ Embedded server (ignored with --nats-url):
                           (TOOLSENTRY_SERVER_CONFIG, default "")
 
 Processing:
-  --workers N             events handled at once, across keys; 0 = 8 x CPUs, at least 16
+  --workers N             events handled at once, across keys; 0 = 32 x CPUs, at least 64
                           (TOOLSENTRY_WORKERS, default 0)
   --replicas N            replicas of streams and buckets: 3 on a cluster (TOOLSENTRY_REPLICAS, default 1)
   --ack-wait D            redelivery deadline of an unacknowledged event (TOOLSENTRY_ACK_WAIT, default 30s)
