@@ -29,9 +29,11 @@ package guards
 //     sample, tools in sorted id order.
 
 import (
+	"encoding/binary"
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sync"
 )
 
 // MonteCarloSamples is the number of joint draws behind the composed bounds.
@@ -160,6 +162,18 @@ func (p *structProgram) composedBounds(w Workflow, acc []float64, q float64) (lo
 		}
 		draws = append(draws, d)
 	}
+	key := p.boundsKey(acc, draws)
+	lo, hi, ok := percentiles.get(key)
+	if !ok {
+		lo, hi = p.samplePercentiles(acc, draws)
+		percentiles.put(key, lo, hi)
+	}
+	return outwardBounds(lo, hi, q)
+}
+
+// samplePercentiles draws the MonteCarloSamples joint samples and returns
+// their 5th and 95th percentiles.
+func (p *structProgram) samplePercentiles(acc []float64, draws []betaDraw) (lo, hi float64) {
 	rng := rand.New(rand.NewPCG(monteCarloSeed1, monteCarloSeed2))
 	sampled := slices.Clone(acc)
 	samples := make([]float64, MonteCarloSamples)
@@ -171,9 +185,81 @@ func (p *structProgram) composedBounds(w Workflow, acc []float64, q float64) (lo
 		}
 		samples[s] = p.eval(sampled, -1, e)
 	}
-	lo := selectRank(samples, lowerRank)
-	hi := selectRank(samples[lowerRank+1:], upperRank-lowerRank-1)
-	return outwardBounds(lo, hi, q)
+	lo = selectRank(samples, lowerRank)
+	hi = selectRank(samples[lowerRank+1:], upperRank-lowerRank-1)
+	return lo, hi
+}
+
+// boundsKey is everything samplePercentiles reads, in bytes: the program
+// (its instructions and which tool each leaf calls), the accuracy of every
+// tool that is not drawn, and the shapes and cap of every draw. Equal keys
+// give equal percentiles, to the bit.
+func (p *structProgram) boundsKey(acc []float64, draws []betaDraw) string {
+	b := make([]byte, 0, 16*(len(p.ops)+len(p.tools)+len(draws)))
+	for _, o := range p.ops {
+		b = append(b, byte(o.kind))
+		b = binary.AppendVarint(b, int64(o.leaf))
+		b = binary.AppendVarint(b, int64(o.n))
+		b = binary.AppendVarint(b, int64(o.k))
+		b = binary.AppendUvarint(b, uint64(len(o.p)))
+		for _, x := range o.p {
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
+		}
+	}
+	for _, l := range p.leaves {
+		b = binary.AppendUvarint(b, uint64(l.tool))
+	}
+	next := 0
+	for i, a := range acc {
+		if next < len(draws) && draws[next].tool == i {
+			d := draws[next]
+			b = append(b, 'd')
+			for _, x := range []float64{d.a.d, d.b.d, d.cap} {
+				b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
+			}
+			next++
+			continue
+		}
+		b = append(b, 'a')
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(a))
+	}
+	return string(b)
+}
+
+// percentiles remembers the percentiles of recent draws. A workflow is
+// evaluated again with the same inputs often (its contract or declaration
+// repeated, a checkpoint of a tool it uses landing between two others'),
+// and one sampling costs about a millisecond.
+var percentiles = percentileMemo{m: map[string][2]float64{}}
+
+// percentileMemoSize bounds the memo; past it, the memo starts afresh.
+const percentileMemoSize = 4096
+
+type percentileMemo struct {
+	mu sync.Mutex
+	m  map[string][2]float64
+}
+
+func (c *percentileMemo) get(key string) (lo, hi float64, ok bool) {
+	c.mu.Lock()
+	v, ok := c.m[key]
+	c.mu.Unlock()
+	return v[0], v[1], ok
+}
+
+func (c *percentileMemo) reset() {
+	c.mu.Lock()
+	clear(c.m)
+	c.mu.Unlock()
+}
+
+func (c *percentileMemo) put(key string, lo, hi float64) {
+	c.mu.Lock()
+	if len(c.m) >= percentileMemoSize {
+		clear(c.m)
+	}
+	c.m[key] = [2]float64{lo, hi}
+	c.mu.Unlock()
 }
 
 // selectRank reorders a so that a[k] is the value of rank k (0-based,

@@ -194,3 +194,61 @@ func TestSelectRank(t *testing.T) {
 		}
 	}
 }
+
+// The percentile memo never changes a result: each of these workflows
+// differs from the first in one thing the sampling reads, and evaluating
+// it after all the others (memo warm) gives the bits of evaluating it
+// alone (memo empty). Two that shared a memo key would get each other's
+// bounds.
+func TestComposedBoundsMemoNeverChangesAResult(t *testing.T) {
+	obs := func(calls, successes int64) WorkflowTool {
+		return WorkflowTool{Determinism: Deterministic, Observed: wfObserved(calls, successes)}
+	}
+	capped := obs(100, 90)
+	capped.Accuracy = wfPtr(0.88)
+	tools := func(a, b WorkflowTool) map[string]WorkflowTool {
+		return map[string]WorkflowTool{"a": a, "b": b, "c": obs(50, 45)}
+	}
+	base := tools(obs(100, 90), wfDeclared(0.95, Deterministic))
+	variants := []struct {
+		name string
+		w    Workflow
+	}{
+		{"base", wfLenient(Chain(Tool("a"), Tool("b"), Tool("c")), base)},
+		{"one more success", wfLenient(Chain(Tool("a"), Tool("b"), Tool("c")), tools(obs(100, 91), wfDeclared(0.95, Deterministic)))},
+		{"one more call", wfLenient(Chain(Tool("a"), Tool("b"), Tool("c")), tools(obs(101, 90), wfDeclared(0.95, Deterministic)))},
+		{"a declared cap", wfLenient(Chain(Tool("a"), Tool("b"), Tool("c")), tools(capped, wfDeclared(0.95, Deterministic)))},
+		{"another declared accuracy", wfLenient(Chain(Tool("a"), Tool("b"), Tool("c")), tools(obs(100, 90), wfDeclared(0.96, Deterministic)))},
+		{"parallel any", wfLenient(ParallelAny(Tool("a"), Tool("b"), Tool("c")), base)},
+		{"parallel any in another order", wfLenient(ParallelAny(Tool("c"), Tool("a"), Tool("b")), base)},
+		{"1 of 3", wfLenient(KOfN(1, Tool("a"), Tool("b"), Tool("c")), base)},
+		{"2 of 3", wfLenient(KOfN(2, Tool("a"), Tool("b"), Tool("c")), base)},
+		{"nested", wfLenient(Chain(Tool("a"), ParallelAny(Tool("b"), Tool("c"))), base)},
+		{"conditional", wfLenient(Conditional(Branch{P: 0.3, Then: Tool("a")}, Branch{P: 0.7, Then: Chain(Tool("b"), Tool("c"))}), base)},
+		{"conditional, other odds", wfLenient(Conditional(Branch{P: 0.4, Then: Tool("a")}, Branch{P: 0.6, Then: Chain(Tool("b"), Tool("c"))}), base)},
+	}
+	bounds := func(w Workflow) []float64 {
+		m := wfEvaluate(t, w)
+		if m.ComposedQualityLower == nil {
+			t.Fatalf("%s: no bounds", w.CompositionID)
+		}
+		return []float64{*m.ComposedQualityLower, *m.ComposedQualityUpper}
+	}
+	alone := make([][]float64, len(variants))
+	for i, v := range variants {
+		percentiles.reset()
+		alone[i] = bounds(v.w)
+	}
+	for i, v := range variants {
+		if got := bounds(v.w); !slices.Equal(got, alone[i]) {
+			t.Errorf("%s: memo warm gives %v, alone %v", v.name, got, alone[i])
+		}
+	}
+	distinct := map[[2]float64]bool{}
+	for _, b := range alone {
+		distinct[[2]float64{b[0], b[1]}] = true
+	}
+	if len(distinct) < len(variants)/2 {
+		t.Errorf("only %d distinct bounds among %d variants: the test no longer tells them apart", len(distinct), len(variants))
+	}
+}
