@@ -71,7 +71,7 @@ func BenchmarkDecodeStages(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	fastEnv, ok := readStructuredInvocation(benchInvocation)
+	fastEnv, ok := readStructuredFast(benchInvocation, KindInvocation)
 	if !ok {
 		b.Fatal("the fast path does not read the benchmark's invocation")
 	}
@@ -80,7 +80,7 @@ func BenchmarkDecodeStages(b *testing.B) {
 		run  func()
 	}{
 		{"step=subject", func() { _, _ = ParseSubject(invSubject) }},
-		{"step=read", func() { _, _ = readStructuredInvocation(benchInvocation) }},
+		{"step=read", func() { _, _ = readStructuredFast(benchInvocation, KindInvocation) }},
 		{"step=attributes", func() { _, _ = fastEnv.attributes() }},
 		{"path=generic/step=parse", func() { _, _, _ = parseJSONSummarizing(benchInvocation, structuredArguments) }},
 		{"path=generic/step=attributes", func() { _, _ = env.attributes() }},
@@ -123,4 +123,28 @@ func BenchmarkEncodeVerdict(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "verdicts/s")
 	})
+}
+
+// BenchmarkDecodeSchemaVerdict measures Decode of a SCHEMA_MATCH verdict
+// as toolsentry writes it, the directives projector's every message, with
+// and without the fast path.
+func BenchmarkDecodeSchemaVerdict(b *testing.B) {
+	msg := verdictFastCases(b)[0] // "match"
+	for _, fast := range []bool{true, false} {
+		name := "path=fast"
+		if !fast {
+			name = "path=generic"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(msg.body)))
+			b.ReportAllocs()
+			body := []byte(msg.body)
+			for b.Loop() {
+				if _, err := (Names{}).decode(msg.subject, msg.header, body, fast); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "verdicts/s")
+		})
+	}
 }

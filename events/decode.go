@@ -77,11 +77,14 @@ func (n Names) decode(subject string, header map[string][]string, body []byte, f
 		return Event{}, fmt.Errorf("%w: %s: the event has no data", ErrSchemaInvalid, ev.Kind.Schema())
 	}
 	var key, verdict string
-	if env.inv != nil {
+	switch {
+	case env.inv != nil:
 		// The data was read as the subject's kind, an invocation, checked
 		// against its schema on the way; the type is that kind (see above).
 		ev.Invocation, key = env.inv, env.inv.ToolID
-	} else {
+	case env.sv != nil: // likewise, a schema verdict
+		ev.SchemaVerdict, key, verdict = env.sv, env.sv.ToolID, string(env.sv.Verdict)
+	default:
 		if err := schemas.Validate(ev.Kind.Schema(), env.data); err != nil {
 			return Event{}, fmt.Errorf("%w: %v", ErrSchemaInvalid, strings.TrimPrefix(err.Error(), schemas.ErrInvalid.Error()+": "))
 		}
@@ -111,6 +114,7 @@ type envelope struct {
 	hasData bool
 	args    FieldTypes  // the summary of data.arguments, if the data has them
 	inv     *Invocation // the data, valid, if read by the fast path (then data and args are nil)
+	sv      *SchemaVerdict
 }
 
 const (
@@ -119,8 +123,8 @@ const (
 )
 
 // readEnvelope reads a message's attributes and data. The data of kind (the
-// subject's; KindUnknown for none) may be read by a fast path; only
-// invocations have one.
+// subject's; KindUnknown for none) may be read by a fast path: invocations
+// have one, and structured-mode schema verdicts.
 func readEnvelope(header map[string][]string, body []byte, kind Kind) (envelope, error) {
 	var ctBuf [1]string // no allocation for the one Content-Type value allowed
 	contentType := ctBuf[:0]
@@ -162,10 +166,10 @@ func mediaType(v string) string {
 // readStructured reads a structured-mode event. declared says whether the
 // Content-Type said so; without it, a body that is not a JSON object with a
 // specversion is not a CloudEvent at all. An invocation's body is read in
-// one pass if readStructuredInvocation can.
+// one pass if readStructuredFast can, and so is a schema verdict's.
 func readStructured(body []byte, declared bool, kind Kind) (envelope, error) {
-	if kind == KindInvocation {
-		if env, ok := readStructuredInvocation(body); ok {
+	if kind == KindInvocation || kind == KindSchemaVerdict {
+		if env, ok := readStructuredFast(body, kind); ok {
 			return env, nil
 		}
 	}

@@ -158,12 +158,12 @@ func DirectiveOf(ev Event, seq uint64) (Directive, error) {
 		}
 		ref.Name, ref.ManifestDigest, ref.GuardVersion = string(v.Verdict), v.ManifestDigest, v.GuardVersion
 		d.Verdict = ref
-		if len(v.Migration) > 0 && string(v.Migration) != "null" {
+		if len(v.Migration) > 0 && string(v.Migration) != "null" && !noSteps(v.Migration) {
 			if err := json.Unmarshal(v.Migration, &d.Migration); err != nil {
 				return Directive{}, fmt.Errorf("%w: verdict %s: migration: %v", ErrBadEvent, ev.ID, err)
 			}
 		}
-		if len(v.Affected) > 0 && string(v.Affected) != "null" {
+		if len(v.Affected) > 0 && string(v.Affected) != "null" && string(v.Affected) != "[]" {
 			if err := json.Unmarshal(v.Affected, &d.Affected); err != nil {
 				return Directive{}, fmt.Errorf("%w: verdict %s: affected: %v", ErrBadEvent, ev.ID, err)
 			}
@@ -193,6 +193,17 @@ func DirectiveOf(ev Event, seq uint64) (Directive, error) {
 		return d, nil
 	}
 	return Directive{}, fmt.Errorf("%w: a %s event is not a verdict", ErrBadEvent, ev.Kind)
+}
+
+// noSteps reports whether a verdict's migration is a plan without steps or
+// blockers as Decode writes it (most verdicts' is), which leaves
+// Directive.Migration as it starts: no need to decode it.
+func noSteps(migration json.RawMessage) bool {
+	switch string(migration) {
+	case `{"blocked":null,"steps":[]}`, `{"blocked":[],"steps":[]}`, `{"blocked":null,"steps":null}`, `{"blocked":[],"steps":null}`:
+		return true
+	}
+	return false
 }
 
 // isObservation reports whether a verdict's input subject is a schema

@@ -135,3 +135,38 @@ func TestDirectiveOfCompositionVerdict(t *testing.T) {
 		t.Errorf("an invocation: %v, want ErrBadEvent", err)
 	}
 }
+
+// A migration without steps or blockers, in any of the forms that DirectiveOf
+// takes without decoding, gives what decoding it gives.
+func TestDirectiveOfEmptyMigration(t *testing.T) {
+	at := time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)
+	var want *events.Directive
+	for _, raw := range []string{
+		`{ "steps": [], "blocked": [] }`, // decoded
+		`{"blocked":null,"steps":[]}`, `{"blocked":[],"steps":[]}`, `{"blocked":null,"steps":null}`, `{"blocked":[],"steps":null}`,
+		`null`,
+	} {
+		ev := events.Event{
+			Kind: events.KindSchemaVerdict, ID: "v-1", Time: at,
+			SchemaVerdict: &events.SchemaVerdict{
+				Verdict: guards.SchemaMatch, Directive: "PROCEED", ManifestDigest: digest1, ToolID: "crm.lookup",
+				Changes: json.RawMessage(`[]`), Affected: json.RawMessage(`[]`), Migration: json.RawMessage(raw),
+				GuardVersion: guards.Version, InputEventID: "in-1", InputSubject: "toolsentry.telemetry.schema.crm=2Elookup", InputSequence: 3,
+			},
+		}
+		got, err := events.DirectiveOf(ev, 42)
+		if err != nil {
+			t.Fatalf("%s: %v", raw, err)
+		}
+		if got.Migration.Steps == nil || got.Migration.Blocked == nil || got.Affected == nil {
+			t.Errorf("%s: nil where DirectiveOf gives empty lists: %+v", raw, got)
+		}
+		if want == nil {
+			want = &got
+			continue
+		}
+		if diff := cmp.Diff(*want, got); diff != "" {
+			t.Errorf("%s (-decoded +taken as is):\n%s", raw, diff)
+		}
+	}
+}

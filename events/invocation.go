@@ -481,11 +481,13 @@ func smallExponent(exp string) bool {
 	return exp == "" || err == nil && n <= maxExp10
 }
 
-// readStructuredInvocation reads a structured-mode body with invocation
-// data in one pass, the attributes as readStructured would set them and the
-// data by parser.invocation; it reports false where readStructured could
-// fail, and for data_base64.
-func readStructuredInvocation(body []byte) (envelope, bool) {
+// readStructuredFast reads a structured-mode body whose data is of kind (an
+// invocation or a schema verdict) in one pass, the attributes as
+// readStructured would set them and the data by parser.invocation or
+// parser.schemaVerdict; it reports false where readStructured could fail,
+// for data_base64, and for data the kind's reader leaves to the generic
+// path.
+func readStructuredFast(body []byte, kind Kind) (envelope, bool) {
 	p := newParser(body)
 	defer p.release()
 	var env envelope
@@ -510,7 +512,13 @@ func readStructuredInvocation(body []byte) (envelope, bool) {
 			if env.hasData {
 				return envelope{}, false
 			}
-			if env.inv, env.hasData = p.invocation(); !env.hasData {
+			switch kind {
+			case KindInvocation:
+				env.inv, env.hasData = p.invocation()
+			case KindSchemaVerdict:
+				env.sv, env.hasData = p.schemaVerdict()
+			}
+			if !env.hasData {
 				return envelope{}, false
 			}
 		case core >= 0:
@@ -526,8 +534,8 @@ func readStructuredInvocation(body []byte) (envelope, bool) {
 				switch {
 				case core == attrSpecversion && v == "1.0":
 					v = "1.0"
-				case core == attrType && v == TypeInvocation:
-					v = TypeInvocation
+				case core == attrType && v == kind.Type():
+					v = kind.Type()
 				default:
 					v = strings.Clone(v) // see str
 				}

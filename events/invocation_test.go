@@ -258,8 +258,9 @@ func TestDecodeFastPath(t *testing.T) {
 }
 
 // FuzzDecodeFastPath: Decode with the fast path accepts what Decode without
-// it accepts, with the same event, and refuses the rest for the same
-// reason (the messages can differ in which of several faults they name).
+// it accepts, with the same event (a schema verdict's raw JSON to the
+// byte), and refuses the rest for the same reason (the messages can differ
+// in which of several faults they name).
 func FuzzDecodeFastPath(f *testing.F) {
 	for _, tc := range fastDecodeCases() {
 		f.Add(invSubject, headerText(tc.header), []byte(tc.body))
@@ -268,6 +269,9 @@ func FuzzDecodeFastPath(f *testing.F) {
 		f.Add(tc.subject, headerText(tc.header), tc.body)
 	}
 	for _, tc := range errorCases() {
+		f.Add(tc.subject, headerText(tc.header), []byte(tc.body))
+	}
+	for _, tc := range verdictFastCases(f) {
 		f.Add(tc.subject, headerText(tc.header), []byte(tc.body))
 	}
 	f.Fuzz(func(t *testing.T, subject, header string, body []byte) {
@@ -285,6 +289,13 @@ func FuzzDecodeFastPath(f *testing.F) {
 		}
 		if diff := diffEvent(generic, fast); diff != "" {
 			t.Fatalf("event (-generic +fast):\n%s", diff)
+		}
+		if g, f := generic.SchemaVerdict, fast.SchemaVerdict; g != nil && f != nil {
+			for _, raw := range [][2]json.RawMessage{{g.Changes, f.Changes}, {g.Affected, f.Affected}, {g.Migration, f.Migration}} {
+				if string(raw[0]) != string(raw[1]) || (raw[0] == nil) != (raw[1] == nil) {
+					t.Fatalf("raw JSON %q without the fast path, %q with", raw[0], raw[1])
+				}
+			}
 		}
 	})
 }
