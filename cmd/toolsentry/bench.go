@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,6 +63,8 @@ The phases, in order:
                 guards, verdicts stored, state written, then the ack
   latency       the pipeline again, on a fresh server, with the events
                 published at --rate (default: half of the pipeline's rate)
+With --rounds N the first three run N times, in turn, before the latency
+phase.
 
 Throughput is events divided by the time from the first publish until every
 event has been handled and acknowledged. Latency is measured for the schema
@@ -97,16 +100,21 @@ Flags:
   --json             print one JSON object instead of the table:
                      {"events", "events_per_sec", "passthrough_events_per_sec",
                      "raw_publish_events_per_sec", "p50_ms", "p99_ms",
-                     "peak_rss_mb", ...}; p50_ms and p99_ms are the latency
-                     phase's, at "rate"
-  --cpuprofile FILE  write a CPU profile of the full-speed pipeline phase
-                     (go tool pprof -top FILE)
-  --memprofile FILE  write a heap profile at the end of the full-speed
+                     "peak_rss_mb", "pipeline_passthrough_ratio",
+                     "pipeline_raw_publish_ratio", "rounds", ...}; p50_ms and
+                     p99_ms are the latency phase's, at "rate"
+  --cpuprofile FILE  write a CPU profile of the (first) full-speed pipeline
+                     phase (go tool pprof -top FILE)
+  --memprofile FILE  write a heap profile at the end of the (first) full-speed
                      pipeline phase, server still running, after a GC
                      (go tool pprof -sample_index=inuse_space -top FILE)
   --dir DIR          where to create the temporary data directory (default: the system's)
   --duplicate-window D
                      the duplicate window of every stream (default 2m0s, as serve)
+  --rounds N         run the raw publish, passthrough and pipeline phases N
+                     times, alternating, and report the medians: the median
+                     of each round's pipeline/passthrough ratio is steadier
+                     on a shared machine than one round's (default 1)
   --server-process   run each phase's NATS server in a child process (this
                      binary again) instead of in-process, so that the peak
                      RSS of toolsentry and of the server are told apart; the
@@ -135,6 +143,7 @@ type benchFlags struct {
 	dir        string
 	duplicates time.Duration
 	serverProc bool
+	rounds     int
 }
 
 // benchReport is the result of a bench run; its JSON is --json's output.
@@ -143,6 +152,9 @@ type benchReport struct {
 	EventsPerSec            float64            `json:"events_per_sec"`
 	PassthroughEventsPerSec float64            `json:"passthrough_events_per_sec"`
 	RawPublishEventsPerSec  float64            `json:"raw_publish_events_per_sec"`
+	PassthroughRatio        float64            `json:"pipeline_passthrough_ratio"` // the median over rounds of pipeline / passthrough
+	RawPublishRatio         float64            `json:"pipeline_raw_publish_ratio"` // the same, pipeline / raw publish
+	Rounds                  []benchRound       `json:"rounds"`                     // each round's throughputs, in order
 	P50MS                   float64            `json:"p50_ms"`
 	P99MS                   float64            `json:"p99_ms"`
 	PeakRSSMB               float64            `json:"peak_rss_mb"`
@@ -173,6 +185,13 @@ type benchReport struct {
 	DuplicateWindowS        float64            `json:"duplicate_window_s"`
 }
 
+// benchRound is one round of the throughput phases, in events/s.
+type benchRound struct {
+	RawPublish  float64 `json:"raw_publish_events_per_sec"`
+	Passthrough float64 `json:"passthrough_events_per_sec"`
+	Pipeline    float64 `json:"events_per_sec"`
+}
+
 func runBench(ctx context.Context, args []string, sio stdio) error {
 	if store := os.Getenv(benchServerEnv); store != "" {
 		return runBenchServer(ctx, store, sio)
@@ -190,6 +209,7 @@ func runBench(ctx context.Context, args []string, sio stdio) error {
 	fs.StringVar(&f.dir, "dir", "", "")
 	fs.DurationVar(&f.duplicates, "duplicate-window", consumer.DefaultDuplicates, "")
 	fs.BoolVar(&f.serverProc, "server-process", false, "")
+	fs.IntVar(&f.rounds, "rounds", 1, "")
 	if err := fs.Parse(args); err != nil {
 		return usageErrorf("bench: %v (see toolsentry bench --help)", err)
 	}
@@ -204,6 +224,8 @@ func runBench(ctx context.Context, args []string, sio stdio) error {
 		return usageErrorf("bench: --workers %d: want 0 (the default) or more", f.workers)
 	case f.duplicates <= 0:
 		return usageErrorf("bench: --duplicate-window %s: want a positive duration", f.duplicates)
+	case f.rounds < 1:
+		return usageErrorf("bench: --rounds %d: want at least 1", f.rounds)
 	}
 	log, err := newLogger(sio.err, "warn", "auto")
 	if err != nil {
@@ -267,38 +289,67 @@ func bench(ctx context.Context, f benchFlags, progress *benchProgress) (benchRep
 	}
 
 	var mem benchMemory
-	err = mem.phase("raw_publish", func() (err error) {
-		rep.RawPublishEventsPerSec, err = env.rawPublish(ctx, mix)
-		return err
-	})
-	if err != nil {
-		return rep, fmt.Errorf("raw publish: %w", err)
+	var full benchRun // the first round's pipeline
+	var pipelines []benchRun
+	var ratios, rawRatios []float64
+	for round := range f.rounds {
+		var r benchRound
+		var pass, pipe benchRun
+		err = mem.phase("raw_publish", func() (err error) {
+			r.RawPublish, err = env.rawPublish(ctx, mix)
+			return err
+		})
+		if err != nil {
+			return rep, fmt.Errorf("raw publish: %w", err)
+		}
+		err = mem.phase("passthrough", func() (err error) {
+			pass, err = env.run(ctx, "passthrough", mix, 0, nil)
+			return err
+		})
+		if err != nil {
+			return rep, fmt.Errorf("passthrough: %w", err)
+		}
+		r.Passthrough = pass.eventsPerSec
+		err = mem.phase("pipeline", func() (err error) {
+			var cpu io.Writer
+			if round == 0 && profile != nil {
+				cpu = profile
+			}
+			pipe, err = env.run(ctx, "pipeline", mix, 0, cpu)
+			return err
+		})
+		if err != nil {
+			return rep, fmt.Errorf("pipeline: %w", err)
+		}
+		env.memProfile = "" // the first round's pipeline wrote it
+		r.Pipeline = pipe.eventsPerSec
+		if round == 0 {
+			full = pipe
+		}
+		pipelines = append(pipelines, pipe)
+		rep.Rounds = append(rep.Rounds, r)
+		ratios = append(ratios, r.Pipeline/r.Passthrough)
+		rawRatios = append(rawRatios, r.Pipeline/r.RawPublish)
 	}
-	var pass, full, paced benchRun
-	err = mem.phase("passthrough", func() (err error) {
-		pass, err = env.run(ctx, "passthrough", mix, 0, nil)
-		return err
-	})
-	if err != nil {
-		return rep, fmt.Errorf("passthrough: %w", err)
+	median := func(get func(benchRound) float64) float64 {
+		v := make([]float64, len(rep.Rounds))
+		for i, r := range rep.Rounds {
+			v[i] = get(r)
+		}
+		return benchMedian(v)
 	}
-	rep.PassthroughEventsPerSec = pass.eventsPerSec
-
-	err = mem.phase("pipeline", func() (err error) {
-		full, err = env.run(ctx, "pipeline", mix, 0, profile)
-		return err
-	})
-	if err != nil {
-		return rep, fmt.Errorf("pipeline: %w", err)
-	}
-	rep.EventsPerSec = full.eventsPerSec
+	rep.RawPublishEventsPerSec = median(func(r benchRound) float64 { return r.RawPublish })
+	rep.PassthroughEventsPerSec = median(func(r benchRound) float64 { return r.Passthrough })
+	rep.EventsPerSec = median(func(r benchRound) float64 { return r.Pipeline })
+	rep.PassthroughRatio, rep.RawPublishRatio = benchMedian(ratios), benchMedian(rawRatios)
 	rep.MaxRateP50MS, rep.MaxRateP99MS = full.latency.quantileMS(0.50), full.latency.quantileMS(0.99)
 	rep.SchemaVerdicts, rep.CompositionVerdicts = full.counts.schemaVerdicts.Load(), full.counts.compositionVerdicts.Load()
 
 	rep.Rate = f.rate
 	if rep.Rate == 0 {
-		rep.Rate = full.eventsPerSec / 2
+		rep.Rate = rep.EventsPerSec / 2
 	}
+	var paced benchRun
 	err = mem.phase("latency", func() (err error) {
 		paced, err = env.run(ctx, "latency", mix, rep.Rate, nil)
 		return err
@@ -311,7 +362,7 @@ func bench(ctx context.Context, f benchFlags, progress *benchProgress) (benchRep
 	rep.LatencySamples = int(paced.latency.count)
 	rep.P50SteadyMS, rep.P99SteadyMS = paced.steady.quantileMS(0.50), paced.steady.quantileMS(0.99)
 	rep.SteadySamples, rep.SteadyFromEvent = int(paced.steady.count), mix.FirstPassEnd()
-	for _, r := range []benchRun{full, paced} {
+	for _, r := range append(pipelines, paced) {
 		rep.DeadLetters += r.counts.deadLetters.Load()
 		rep.Retries += r.counts.retries.Load()
 		rep.Redeliveries += r.counts.redeliveries.Load()
@@ -339,9 +390,22 @@ func (m *benchMemory) phase(name string, run func() error) error {
 		if m.phases == nil {
 			m.phases = map[string]float64{}
 		}
-		m.phases[name] = peak
+		m.phases[name] = max(m.phases[name], peak) // the highest of its rounds
 	}
 	return err
+}
+
+// benchMedian is the median of v (the mean of the middle two of an even
+// count); v is reordered.
+func benchMedian(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	if n := len(v); n%2 == 0 {
+		return (v[n/2-1] + v[n/2]) / 2
+	}
+	return v[len(v)/2]
 }
 
 // benchEnv is what every phase shares.
@@ -444,7 +508,7 @@ func (env benchEnv) serverProcess(phase, store string) (*benchServer, func(), er
 	}()
 	stop := func() {
 		if peak := benchPeakRSSMBOf(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid)); peak > 0 {
-			env.serverPeaks[phase] = peak
+			env.serverPeaks[phase] = max(env.serverPeaks[phase], peak) // the highest of its rounds
 		}
 		_ = stdin.Close() // the server shuts down
 		select {
@@ -1110,10 +1174,19 @@ func writeBenchReport(w io.Writer, r benchReport) {
 	fmt.Fprintf(w, "  (%s schema observations, %s invocations, %s contracts, %s workflows)\n\n",
 		benchThousands(float64(r.SchemaObservations)), benchThousands(float64(r.Invocations)),
 		benchThousands(float64(r.Contracts)), benchThousands(float64(r.Workflows)))
+	if len(r.Rounds) > 1 {
+		fmt.Fprintf(w, "  throughput: the median of %d rounds, and of each round's ratios\n", len(r.Rounds))
+	}
 	fmt.Fprintf(w, "  %-30s %12s events/s\n", "raw JetStream async publish", benchThousands(r.RawPublishEventsPerSec))
 	fmt.Fprintf(w, "  %-30s %12s events/s   consume, republish, ack\n", "passthrough", benchThousands(r.PassthroughEventsPerSec))
-	fmt.Fprintf(w, "  %-30s %12s events/s   %s of passthrough, %s of raw publish\n", "pipeline", benchThousands(r.EventsPerSec),
-		pct(r.EventsPerSec, r.PassthroughEventsPerSec), pct(r.EventsPerSec, r.RawPublishEventsPerSec))
+	fmt.Fprintf(w, "  %-30s %12s events/s   %.0f%% of passthrough, %.0f%% of raw publish\n", "pipeline", benchThousands(r.EventsPerSec),
+		100*r.PassthroughRatio, 100*r.RawPublishRatio)
+	if len(r.Rounds) > 1 {
+		for i, rd := range r.Rounds {
+			fmt.Fprintf(w, "  %-30s raw publish %s, passthrough %s, pipeline %s events/s (%s of passthrough)\n", fmt.Sprintf("  round %d", i+1),
+				benchThousands(rd.RawPublish), benchThousands(rd.Passthrough), benchThousands(rd.Pipeline), pct(rd.Pipeline, rd.Passthrough))
+		}
+	}
 	fmt.Fprintf(w, "  %-30s p50 %.2f ms, p99 %.2f ms   publish → verdict stored, %s observations, %s events/s handled\n",
 		"latency at "+benchThousands(r.Rate)+" events/s", r.P50MS, r.P99MS, benchThousands(float64(r.LatencySamples)), benchThousands(r.RateAchieved))
 	if r.SteadySamples > 0 {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -305,5 +306,51 @@ func BenchmarkPipeline(b *testing.B) {
 			}
 			b.ReportMetric(res.eventsPerSec, "events/s")
 		})
+	}
+}
+
+// TestBenchRounds: --rounds runs the throughput phases that many times and
+// reports the medians, the ratios as the median of each round's.
+func TestBenchRounds(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	err := run(ctx, []string{"bench", "--events", "300", "--rounds", "3", "--workers", "4", "--json", "--dir", t.TempDir()}, stdio{in: strings.NewReader(""), out: &out, err: &errOut})
+	if err != nil {
+		t.Fatalf("bench: %v\nstderr: %s", err, errOut.String())
+	}
+	var rep benchReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("output is not one JSON object: %v\n%s", err, out.String())
+	}
+	if len(rep.Rounds) != 3 {
+		t.Fatalf("%d rounds reported, want 3: %+v", len(rep.Rounds), rep.Rounds)
+	}
+	var pipe, ratio []float64
+	for _, r := range rep.Rounds {
+		if !(r.RawPublish > 0 && r.Passthrough > 0 && r.Pipeline > 0) {
+			t.Errorf("round %+v: want every rate > 0", r)
+		}
+		pipe = append(pipe, r.Pipeline)
+		ratio = append(ratio, r.Pipeline/r.Passthrough)
+	}
+	slices.Sort(pipe)
+	slices.Sort(ratio)
+	if rep.EventsPerSec != pipe[1] || rep.PassthroughRatio != ratio[1] {
+		t.Errorf("events/s %v, ratio %v; want the medians %v and %v", rep.EventsPerSec, rep.PassthroughRatio, pipe[1], ratio[1])
+	}
+	if rep.Rate != rep.EventsPerSec/2 {
+		t.Errorf("latency phase at %v events/s, want half the median pipeline rate %v", rep.Rate, rep.EventsPerSec/2)
+	}
+}
+
+func TestBenchMedian(t *testing.T) {
+	for _, tc := range []struct {
+		in   []float64
+		want float64
+	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{3, 1}, 2}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := benchMedian(slices.Clone(tc.in)); got != tc.want {
+			t.Errorf("benchMedian(%v) = %v, want %v", tc.in, got, tc.want)
+		}
 	}
 }
