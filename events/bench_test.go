@@ -148,3 +148,21 @@ func BenchmarkDecodeSchemaVerdict(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecodeSchemaObserved measures Decode of a schema observation of
+// one MCP tool with a few properties, as agents send them.
+func BenchmarkDecodeSchemaObserved(b *testing.B) {
+	const subject = "toolsentry.telemetry.schema.crm=2Elookup"
+	body := structured(`"id":"e-1","source":"agents/billing","type":"`+TypeSchemaObserved+`","time":"2026-11-29T10:00:00Z"`,
+		`{"tool_id":"crm.lookup","version":"2","server":"crm","tool":{"name":"lookup","description":"Find a CRM user.",`+
+			`"inputSchema":{"type":"object","properties":{"user_id":{"type":"string"},"limit":{"type":"integer","default":10},"fields":{"type":"array","items":{"type":"string"}}},"required":["user_id"]},`+
+			`"outputSchema":{"type":"object","properties":{"name":{"type":"string"},"email":{"type":"string"}}},"annotations":{"readOnlyHint":true}}}`)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Decode(subject, nil, body); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
