@@ -214,9 +214,9 @@ func (p *structProgram) boundsKey(acc []float64, draws []betaDraw) string {
 		if next < len(draws) && draws[next].tool == i {
 			d := draws[next]
 			b = append(b, 'd')
-			for _, x := range []float64{d.a.d, d.b.d, d.cap} {
-				b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
-			}
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(d.a.d))
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(d.b.d))
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(d.cap))
 			next++
 			continue
 		}

@@ -299,7 +299,6 @@ func bench(ctx context.Context, f benchFlags, progress *benchProgress) (benchRep
 	var mem benchMemory
 	var full benchRun // the first round's pipeline
 	var pipelines []benchRun
-	var ratios, rawRatios []float64
 	for round := range f.rounds {
 		var r benchRound
 		var pass, pipe benchRun
@@ -336,8 +335,6 @@ func bench(ctx context.Context, f benchFlags, progress *benchProgress) (benchRep
 		}
 		pipelines = append(pipelines, pipe)
 		rep.Rounds = append(rep.Rounds, r)
-		ratios = append(ratios, r.Pipeline/r.Passthrough)
-		rawRatios = append(rawRatios, r.Pipeline/r.RawPublish)
 	}
 	median := func(get func(benchRound) float64) float64 {
 		v := make([]float64, len(rep.Rounds))
@@ -349,7 +346,8 @@ func bench(ctx context.Context, f benchFlags, progress *benchProgress) (benchRep
 	rep.RawPublishEventsPerSec = median(func(r benchRound) float64 { return r.RawPublish })
 	rep.PassthroughEventsPerSec = median(func(r benchRound) float64 { return r.Passthrough })
 	rep.EventsPerSec = median(func(r benchRound) float64 { return r.Pipeline })
-	rep.PassthroughRatio, rep.RawPublishRatio = benchMedian(ratios), benchMedian(rawRatios)
+	rep.PassthroughRatio = median(func(r benchRound) float64 { return r.Pipeline / r.Passthrough })
+	rep.RawPublishRatio = median(func(r benchRound) float64 { return r.Pipeline / r.RawPublish })
 	rep.MaxRateP50MS, rep.MaxRateP99MS = full.latency.quantileMS(0.50), full.latency.quantileMS(0.99)
 	rep.SchemaVerdicts, rep.CompositionVerdicts = full.counts.schemaVerdicts.Load(), full.counts.compositionVerdicts.Load()
 
