@@ -141,19 +141,16 @@ func (p *parser) invocation() (*Invocation, bool) {
 	defer func() { p.types = p.types[:typesBase] }()
 	p.skipSpace()
 	for {
-		if p.i >= len(p.b) || p.b[p.i] != '"' {
+		key, ok := p.memberName()
+		if !ok {
 			return nil, false // also {}: agent_id and tool_id are required
-		}
-		key, err := p.str()
-		if err != nil || !p.colon() {
-			return nil, false
 		}
 		bit, maxLen := invocationMember(key)
 		if bit == 0 || seen&bit != 0 {
 			return nil, false
 		}
 		seen |= bit
-		ok := true
+		ok = true
 		switch bit {
 		case invAgentID:
 			inv.AgentID, ok = p.keptString(maxLen)
@@ -219,6 +216,15 @@ func (p *parser) invocation() (*Invocation, bool) {
 		}
 	}
 	return inv, true
+}
+
+// memberName reads an object member's name and the colon after it.
+func (p *parser) memberName() (string, bool) {
+	if p.i >= len(p.b) || p.b[p.i] != '"' {
+		return "", false
+	}
+	name, err := p.str()
+	return name, err == nil && p.colon()
 }
 
 // colon moves past the colon after a member name and the space around it.
@@ -384,11 +390,8 @@ func (p *parser) outcome(blk *invocationBlock) bool {
 	seen := 0
 	p.skipSpace()
 	for {
-		if p.i >= len(p.b) || p.b[p.i] != '"' {
-			return false
-		}
-		key, err := p.str()
-		if err != nil || !p.colon() {
+		key, ok := p.memberName()
+		if !ok {
 			return false
 		}
 		bit := 0
@@ -500,11 +503,8 @@ func readStructuredFast(body []byte, kind Kind) (envelope, bool) {
 	var extSeen map[string]struct{} // extension names, once many (see repeated)
 	p.skipSpace()
 	for {
-		if p.i >= len(p.b) || p.b[p.i] != '"' {
-			return envelope{}, false
-		}
-		name, err := p.str()
-		if err != nil || !p.colon() {
+		name, ok := p.memberName()
+		if !ok {
 			return envelope{}, false
 		}
 		switch core := coreAttr(name); {

@@ -89,11 +89,8 @@ func (p *parser) schemaVerdict() (*SchemaVerdict, bool) {
 	var seen uint16
 	p.skipSpace()
 	for {
-		if p.i >= len(p.b) || p.b[p.i] != '"' {
-			return nil, false
-		}
-		name, err := p.str()
-		if err != nil || !p.colon() {
+		name, ok := p.memberName()
+		if !ok {
 			return nil, false
 		}
 		bit := schemaVerdictMember(name)
@@ -101,7 +98,7 @@ func (p *parser) schemaVerdict() (*SchemaVerdict, bool) {
 			return nil, false
 		}
 		seen |= bit
-		ok := true
+		ok = true
 		switch bit {
 		case svVerdict:
 			var s string
