@@ -56,6 +56,9 @@ before the clock starts and published with asynchronous publishes.
 The phases, in order:
   raw publish   asynchronous publishes of the same events into a file stream,
                 nothing consuming: what JetStream takes on this machine
+  consume       the engine with a handler that returns at once: each event
+                is delivered, acknowledged and nothing else, the ceiling of
+                any handler on this machine
   passthrough   the same engine with a handler that only republishes each
                 event and waits for its acknowledgement before acking: the
                 cost of the runtime without toolsentry's work
@@ -63,7 +66,7 @@ The phases, in order:
                 guards, verdicts stored, state written, then the ack
   latency       the pipeline again, on a fresh server, with the events
                 published at --rate (default: half of the pipeline's rate)
-With --rounds N the first three run N times, in turn, before the latency
+With --rounds N the first four run N times, in turn, before the latency
 phase.
 
 Throughput is events divided by the time from the first publish until every
@@ -99,9 +102,10 @@ Flags:
   --workers N        events handled at once, as serve's --workers (default 0 = 32 x CPUs, at least 64)
   --json             print one JSON object instead of the table:
                      {"events", "events_per_sec", "passthrough_events_per_sec",
-                     "raw_publish_events_per_sec", "p50_ms", "p99_ms",
-                     "peak_rss_mb", "pipeline_passthrough_ratio",
-                     "pipeline_raw_publish_ratio", "rounds", ...}; p50_ms and
+                     "raw_publish_events_per_sec", "consume_events_per_sec",
+                     "p50_ms", "p99_ms", "peak_rss_mb",
+                     "pipeline_passthrough_ratio", "pipeline_raw_publish_ratio",
+                     "consume_raw_publish_ratio", "rounds", ...}; p50_ms and
                      p99_ms are the latency phase's, at "rate"
   --cpuprofile FILE  write a CPU profile of the (first) full-speed pipeline
                      phase (go tool pprof -top FILE)
@@ -111,8 +115,8 @@ Flags:
   --dir DIR          where to create the temporary data directory (default: the system's)
   --duplicate-window D
                      the duplicate window of every stream (default 2m0s, as serve)
-  --rounds N         run the raw publish, passthrough and pipeline phases N
-                     times, alternating, and report the medians: the median
+  --rounds N         run the raw publish, consume, passthrough and pipeline
+                     phases N times, in turn, and report the medians: the median
                      of each round's pipeline/passthrough ratio is steadier
                      on a shared machine than one round's (default 1)
   --server-process   run each phase's NATS server in a child process (this
@@ -160,8 +164,10 @@ type benchReport struct {
 	EventsPerSec            float64            `json:"events_per_sec"`
 	PassthroughEventsPerSec float64            `json:"passthrough_events_per_sec"`
 	RawPublishEventsPerSec  float64            `json:"raw_publish_events_per_sec"`
+	ConsumeEventsPerSec     float64            `json:"consume_events_per_sec"`     // consume and ack, no handler work
 	PassthroughRatio        float64            `json:"pipeline_passthrough_ratio"` // the median over rounds of pipeline / passthrough
 	RawPublishRatio         float64            `json:"pipeline_raw_publish_ratio"` // the same, pipeline / raw publish
+	ConsumeRatio            float64            `json:"consume_raw_publish_ratio"`  // the same, consume / raw publish: the ceiling of pipeline_raw_publish_ratio
 	Rounds                  []benchRound       `json:"rounds"`                     // each round's throughputs, in order
 	P50MS                   float64            `json:"p50_ms"`
 	P99MS                   float64            `json:"p99_ms"`
@@ -196,6 +202,7 @@ type benchReport struct {
 // benchRound is one round of the throughput phases, in events/s.
 type benchRound struct {
 	RawPublish  float64 `json:"raw_publish_events_per_sec"`
+	Consume     float64 `json:"consume_events_per_sec"`
 	Passthrough float64 `json:"passthrough_events_per_sec"`
 	Pipeline    float64 `json:"events_per_sec"`
 }
@@ -301,7 +308,7 @@ func bench(ctx context.Context, f benchFlags, progress *benchProgress) (benchRep
 	var pipelines []benchRun
 	for round := range f.rounds {
 		var r benchRound
-		var pass, pipe benchRun
+		var cons, pass, pipe benchRun
 		err = mem.phase("raw_publish", func() (err error) {
 			r.RawPublish, err = env.rawPublish(ctx, mix)
 			return err
@@ -309,6 +316,14 @@ func bench(ctx context.Context, f benchFlags, progress *benchProgress) (benchRep
 		if err != nil {
 			return rep, fmt.Errorf("raw publish: %w", err)
 		}
+		err = mem.phase("consume", func() (err error) {
+			cons, err = env.run(ctx, "consume", mix, 0, nil)
+			return err
+		})
+		if err != nil {
+			return rep, fmt.Errorf("consume: %w", err)
+		}
+		r.Consume = cons.eventsPerSec
 		err = mem.phase("passthrough", func() (err error) {
 			pass, err = env.run(ctx, "passthrough", mix, 0, nil)
 			return err
@@ -344,10 +359,12 @@ func bench(ctx context.Context, f benchFlags, progress *benchProgress) (benchRep
 		return benchMedian(v)
 	}
 	rep.RawPublishEventsPerSec = median(func(r benchRound) float64 { return r.RawPublish })
+	rep.ConsumeEventsPerSec = median(func(r benchRound) float64 { return r.Consume })
 	rep.PassthroughEventsPerSec = median(func(r benchRound) float64 { return r.Passthrough })
 	rep.EventsPerSec = median(func(r benchRound) float64 { return r.Pipeline })
 	rep.PassthroughRatio = median(func(r benchRound) float64 { return r.Pipeline / r.Passthrough })
 	rep.RawPublishRatio = median(func(r benchRound) float64 { return r.Pipeline / r.RawPublish })
+	rep.ConsumeRatio = median(func(r benchRound) float64 { return r.Consume / r.RawPublish })
 	rep.MaxRateP50MS, rep.MaxRateP99MS = full.latency.quantileMS(0.50), full.latency.quantileMS(0.99)
 	rep.SchemaVerdicts, rep.CompositionVerdicts = full.counts.schemaVerdicts.Load(), full.counts.compositionVerdicts.Load()
 
@@ -730,9 +747,10 @@ type benchRun struct {
 }
 
 // run publishes the mix to a fresh server and consumes it with the
-// pipeline (or, for the phase "passthrough", with consumer.Passthrough),
-// at rate events/s (0: full speed). profile, if set, receives a CPU
-// profile of the phase.
+// pipeline (or, for the phase "passthrough", with consumer.Passthrough,
+// and for "consume" with a handler that returns at once), at rate
+// events/s (0: full speed). profile, if set, receives a CPU profile of the
+// phase.
 func (env benchEnv) run(ctx context.Context, phase string, mix *consumer.BenchMix, rate float64, profile io.Writer) (benchRun, error) {
 	srv, stop, err := env.server(ctx, phase)
 	if err != nil {
@@ -759,7 +777,7 @@ func (env benchEnv) run(ctx context.Context, phase string, mix *consumer.BenchMi
 		Close() error
 	}
 	var resources *consumer.Resources
-	if phase == "passthrough" {
+	if phase == "passthrough" || phase == "consume" {
 		js, err := jetstream.New(nc)
 		if err != nil {
 			return res, err
@@ -772,10 +790,13 @@ func (env benchEnv) run(ctx context.Context, phase string, mix *consumer.BenchMi
 			return res, err
 		}
 		verdicts := resources.Config.VerdictsPrefix()
-		e, err := consumer.New(js, resources.Consumer,
-			consumer.Passthrough(pub, func(m *consumer.Message) string {
-				return verdicts + ".passthrough." + consumer.KindToken(m) + "." + consumer.LastToken(m)
-			}),
+		h := consumer.Passthrough(pub, func(m *consumer.Message) string {
+			return verdicts + ".passthrough." + consumer.KindToken(m) + "." + consumer.LastToken(m)
+		})
+		if phase == "consume" {
+			h = consumer.HandlerFunc(func(context.Context, *consumer.Message) error { return nil })
+		}
+		e, err := consumer.New(js, resources.Consumer, h,
 			consumer.Options{
 				Workers:  env.workers,
 				Observer: counts,
@@ -1184,13 +1205,15 @@ func writeBenchReport(w io.Writer, r benchReport) {
 		fmt.Fprintf(w, "  throughput: the median of %d rounds, and of each round's ratios\n", len(r.Rounds))
 	}
 	fmt.Fprintf(w, "  %-30s %12s events/s\n", "raw JetStream async publish", benchThousands(r.RawPublishEventsPerSec))
+	fmt.Fprintf(w, "  %-30s %12s events/s   consume, ack: %.0f%% of raw publish, the ceiling of any handler\n", "consume only",
+		benchThousands(r.ConsumeEventsPerSec), 100*r.ConsumeRatio)
 	fmt.Fprintf(w, "  %-30s %12s events/s   consume, republish, ack\n", "passthrough", benchThousands(r.PassthroughEventsPerSec))
 	fmt.Fprintf(w, "  %-30s %12s events/s   %.0f%% of passthrough, %.0f%% of raw publish\n", "pipeline", benchThousands(r.EventsPerSec),
 		100*r.PassthroughRatio, 100*r.RawPublishRatio)
 	if len(r.Rounds) > 1 {
 		for i, rd := range r.Rounds {
-			fmt.Fprintf(w, "  %-30s raw publish %s, passthrough %s, pipeline %s events/s (%s of passthrough)\n", fmt.Sprintf("  round %d", i+1),
-				benchThousands(rd.RawPublish), benchThousands(rd.Passthrough), benchThousands(rd.Pipeline), pct(rd.Pipeline, rd.Passthrough))
+			fmt.Fprintf(w, "  %-30s raw publish %s, consume %s, passthrough %s, pipeline %s events/s (%s of passthrough)\n", fmt.Sprintf("  round %d", i+1),
+				benchThousands(rd.RawPublish), benchThousands(rd.Consume), benchThousands(rd.Passthrough), benchThousands(rd.Pipeline), pct(rd.Pipeline, rd.Passthrough))
 		}
 	}
 	fmt.Fprintf(w, "  %-30s p50 %.2f ms, p99 %.2f ms   publish → verdict stored, %s observations, %s events/s handled\n",
@@ -1204,16 +1227,16 @@ func writeBenchReport(w io.Writer, r benchReport) {
 		benchThousands(float64(r.SchemaVerdicts)), benchThousands(float64(r.CompositionVerdicts)), r.DeadLetters, r.Retries, r.Redeliveries)
 	switch {
 	case r.PeakRSSMB > 0 && r.PhasePeakRSSMB != nil:
-		fmt.Fprintf(w, "  %-30s %.0f MB   raw publish %.0f, passthrough %.0f, pipeline %.0f, latency %.0f\n", "peak RSS", r.PeakRSSMB,
-			r.PhasePeakRSSMB["raw_publish"], r.PhasePeakRSSMB["passthrough"], r.PhasePeakRSSMB["pipeline"], r.PhasePeakRSSMB["latency"])
+		fmt.Fprintf(w, "  %-30s %.0f MB   raw publish %.0f, consume %.0f, passthrough %.0f, pipeline %.0f, latency %.0f\n", "peak RSS", r.PeakRSSMB,
+			r.PhasePeakRSSMB["raw_publish"], r.PhasePeakRSSMB["consume"], r.PhasePeakRSSMB["passthrough"], r.PhasePeakRSSMB["pipeline"], r.PhasePeakRSSMB["latency"])
 	case r.PeakRSSMB > 0:
 		fmt.Fprintf(w, "  %-30s %.0f MB\n", "peak RSS", r.PeakRSSMB)
 	default:
 		fmt.Fprintf(w, "  %-30s unknown (no /proc/self/status)\n", "peak RSS")
 	}
 	if len(r.ServerPeakRSSMB) > 0 {
-		fmt.Fprintf(w, "  %-30s raw publish %.0f, passthrough %.0f, pipeline %.0f, latency %.0f MB\n", "server process peak RSS",
-			r.ServerPeakRSSMB["raw_publish"], r.ServerPeakRSSMB["passthrough"], r.ServerPeakRSSMB["pipeline"], r.ServerPeakRSSMB["latency"])
+		fmt.Fprintf(w, "  %-30s raw publish %.0f, consume %.0f, passthrough %.0f, pipeline %.0f, latency %.0f MB\n", "server process peak RSS",
+			r.ServerPeakRSSMB["raw_publish"], r.ServerPeakRSSMB["consume"], r.ServerPeakRSSMB["passthrough"], r.ServerPeakRSSMB["pipeline"], r.ServerPeakRSSMB["latency"])
 	}
 }
 

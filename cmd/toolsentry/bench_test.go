@@ -45,7 +45,7 @@ func TestBenchSmallRun(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &fields); err != nil {
 		t.Fatalf("output is not one JSON object: %v\n%s", err, out.String())
 	}
-	for _, name := range []string{"events", "events_per_sec", "passthrough_events_per_sec", "raw_publish_events_per_sec", "p50_ms", "p99_ms", "peak_rss_mb"} {
+	for _, name := range []string{"events", "events_per_sec", "passthrough_events_per_sec", "raw_publish_events_per_sec", "consume_events_per_sec", "consume_raw_publish_ratio", "p50_ms", "p99_ms", "peak_rss_mb"} {
 		v, ok := fields[name].(float64)
 		if !ok || !(v > 0) || math.IsInf(v, 0) {
 			t.Errorf("%s = %v, want a number > 0", name, fields[name])
@@ -148,7 +148,7 @@ func TestBenchTextReport(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bench: %v\nstderr: %s", err, errOut.String())
 	}
-	for _, want := range []string{"300 events", "4 workers", "raw JetStream async publish", "passthrough", "pipeline", "% of passthrough", "latency at 1,000 events/s", "after the first pass", "p99", "peak RSS"} {
+	for _, want := range []string{"300 events", "4 workers", "raw JetStream async publish", "consume only", "the ceiling of any handler", "passthrough", "pipeline", "% of passthrough", "latency at 1,000 events/s", "after the first pass", "p99", "peak RSS"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
@@ -192,7 +192,7 @@ func TestBenchServerProcess(t *testing.T) {
 		t.Errorf("incomplete run: %+v", rep)
 	}
 	if _, err := os.Stat("/proc/self/status"); err == nil {
-		for _, phase := range []string{"raw_publish", "passthrough", "pipeline", "latency"} {
+		for _, phase := range []string{"raw_publish", "consume", "passthrough", "pipeline", "latency"} {
 			if rep.ServerPeakRSSMB[phase] <= 0 {
 				t.Errorf("server peak RSS of %s = %v, want > 0 (all: %v)", phase, rep.ServerPeakRSSMB[phase], rep.ServerPeakRSSMB)
 			}
@@ -289,11 +289,12 @@ func TestBenchThousands(t *testing.T) {
 // BenchmarkPipeline publishes b.N events of the bench mix to a fresh
 // embedded server with file storage and reports the events/s from the
 // first publish until every event is handled and acknowledged:
-// handler=passthrough republishes each event, handler=pipeline is
+// handler=consume only acknowledges each event, handler=passthrough
+// republishes each event, handler=pipeline is
 // toolsentry. The command `toolsentry bench` reports the same numbers,
 // with latency and memory.
 func BenchmarkPipeline(b *testing.B) {
-	for _, handler := range []string{"passthrough", "pipeline"} {
+	for _, handler := range []string{"consume", "passthrough", "pipeline"} {
 		b.Run("handler="+handler, func(b *testing.B) {
 			mix, err := consumer.NewBenchMix(consumer.BenchMixOptions{Events: b.N})
 			if err != nil {
@@ -326,18 +327,24 @@ func TestBenchRounds(t *testing.T) {
 	if len(rep.Rounds) != 3 {
 		t.Fatalf("%d rounds reported, want 3: %+v", len(rep.Rounds), rep.Rounds)
 	}
-	var pipe, ratio []float64
+	var pipe, ratio, cons, consRatio []float64
 	for _, r := range rep.Rounds {
-		if !(r.RawPublish > 0 && r.Passthrough > 0 && r.Pipeline > 0) {
+		if !(r.RawPublish > 0 && r.Consume > 0 && r.Passthrough > 0 && r.Pipeline > 0) {
 			t.Errorf("round %+v: want every rate > 0", r)
 		}
 		pipe = append(pipe, r.Pipeline)
 		ratio = append(ratio, r.Pipeline/r.Passthrough)
+		cons = append(cons, r.Consume)
+		consRatio = append(consRatio, r.Consume/r.RawPublish)
 	}
-	slices.Sort(pipe)
-	slices.Sort(ratio)
+	for _, v := range [][]float64{pipe, ratio, cons, consRatio} {
+		slices.Sort(v)
+	}
 	if rep.EventsPerSec != pipe[1] || rep.PassthroughRatio != ratio[1] {
 		t.Errorf("events/s %v, ratio %v; want the medians %v and %v", rep.EventsPerSec, rep.PassthroughRatio, pipe[1], ratio[1])
+	}
+	if rep.ConsumeEventsPerSec != cons[1] || rep.ConsumeRatio != consRatio[1] {
+		t.Errorf("consume %v events/s, %v of raw publish; want the medians %v and %v", rep.ConsumeEventsPerSec, rep.ConsumeRatio, cons[1], consRatio[1])
 	}
 	if rep.Rate != rep.EventsPerSec/2 {
 		t.Errorf("latency phase at %v events/s, want half the median pipeline rate %v", rep.Rate, rep.EventsPerSec/2)
