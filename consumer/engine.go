@@ -873,7 +873,12 @@ type unaccountedMsg struct {
 func (e *Engine) unaccounted(r *recovery) ([]unaccountedMsg, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	info, err := e.cons.Info(ctx)
+	// The consumer's info alone within 5s: a reply lost with a connection
+	// then costs a retry a second later (narrowRecovery), not 30s of held
+	// keys.
+	ictx, icancel := context.WithTimeout(ctx, 5*time.Second)
+	info, err := e.cons.Info(ictx)
+	icancel()
 	if err != nil {
 		return nil, fmt.Errorf("reading consumer %s: %w", e.cons.CachedInfo().Name, err)
 	}

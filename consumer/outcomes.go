@@ -43,6 +43,12 @@ import (
 type outcomeLog struct {
 	stream jetstream.Stream
 	names  events.Names
+	// readTimeout bounds each read of the stream (the store's
+	// ViewOptions.WriteTimeout): a request whose reply was lost with its
+	// connection fails fast, and the handler is retried after the
+	// reconnect, instead of waiting out rebuildTimeout while every later
+	// message of its key waits behind it.
+	readTimeout time.Duration
 }
 
 // rebuildTimeout bounds one rebuild.
@@ -72,7 +78,9 @@ func (l *outcomeLog) rebuild(ctx context.Context, toolID string, stored *core.Ou
 	}
 	read := 0
 	for from := rec.LastSeq + 1; from < before; {
-		raw, err := l.stream.GetMsg(ctx, from, jetstream.WithGetMsgSubject(subject))
+		rctx, cancel := context.WithTimeout(ctx, l.readTimeout)
+		raw, err := l.stream.GetMsg(rctx, from, jetstream.WithGetMsgSubject(subject))
+		cancel()
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			break
 		}

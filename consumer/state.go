@@ -16,6 +16,7 @@ import (
 const (
 	DefaultProbeInterval = 5 * time.Second
 	DefaultMaxAttempts   = 16
+	DefaultWriteTimeout  = 5 * time.Second
 )
 
 // ViewOptions tune a View. Zero fields take defaults.
@@ -28,10 +29,11 @@ type ViewOptions struct {
 	// MaxAttempts bounds the compare-and-set attempts of one Update
 	// (default 16).
 	MaxAttempts int
-	// WriteTimeout bounds one write or read of the bucket (default 5s), so
-	// that a write whose reply was lost with a connection fails fast and is
-	// retried after the reconnect, instead of holding its handler for the
-	// handler's whole timeout.
+	// WriteTimeout bounds one write or read of the bucket (default 5s), and
+	// in a Store each read of the telemetry stream that rebuilds a tool's
+	// outcome counts, so that a request whose reply was lost with a
+	// connection fails fast and is retried after the reconnect, instead of
+	// holding its handler for the handler's whole timeout.
 	WriteTimeout time.Duration
 	// OnChange, when set, is called after a key gains a value (present) or
 	// loses it, from the watch or from the view's own writes, outside the
@@ -83,6 +85,14 @@ type View struct {
 	done      chan struct{}
 }
 
+// writeTimeout is WriteTimeout, or its default when not positive.
+func (o ViewOptions) writeTimeout() time.Duration {
+	if o.WriteTimeout <= 0 {
+		return DefaultWriteTimeout
+	}
+	return o.WriteTimeout
+}
+
 // NewView starts watching every key of kv and returns at once; Ready is
 // closed when the initial values are loaded. The view follows the bucket
 // until Close is called or ctx is cancelled.
@@ -93,9 +103,7 @@ func NewView(ctx context.Context, kv jetstream.KeyValue, opts ViewOptions) (*Vie
 	if opts.MaxAttempts == 0 {
 		opts.MaxAttempts = DefaultMaxAttempts
 	}
-	if opts.WriteTimeout <= 0 {
-		opts.WriteTimeout = 5 * time.Second
-	}
+	opts.WriteTimeout = opts.writeTimeout()
 	if opts.MaxAttempts < 1 {
 		return nil, fmt.Errorf("%w: view max attempts %d: want at least 1", ErrInvalidConfig, opts.MaxAttempts)
 	}

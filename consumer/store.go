@@ -65,7 +65,7 @@ func OpenStore(ctx context.Context, res *Resources, opts ViewOptions) (*Store, e
 		if err != nil {
 			return nil, err
 		}
-		s.log = &outcomeLog{stream: res.Telemetry, names: names}
+		s.log = &outcomeLog{stream: res.Telemetry, names: names, readTimeout: opts.writeTimeout()}
 	}
 	buckets := map[core.Bucket]jetstream.KeyValue{
 		core.Baselines: res.Baselines,
