@@ -105,9 +105,10 @@ func instructionOf(dir *events.Directive) string {
 }
 
 // StartDirectives provisions the projector's durable consumer on the verdict
-// stream (idempotently) and the view of the directives bucket, and builds
-// its engine from eng (Workers is forced to 1, Observer dropped, so that
-// metrics count telemetry only). Call Run to consume.
+// stream (idempotently; with partitions, pinned to one worker at a time)
+// and the view of the directives bucket, and builds its engine from eng
+// (Workers is forced to 1, Observer dropped, so that metrics count
+// telemetry only). Call Run to consume.
 func StartDirectives(ctx context.Context, js jetstream.JetStream, res *Resources, eng Options) (*Directives, error) {
 	names, err := events.NewNames(res.Config.Prefix)
 	if err != nil {
@@ -115,7 +116,7 @@ func StartDirectives(ctx context.Context, js jetstream.JetStream, res *Resources
 	}
 	cfg := res.Config
 	durable := cfg.Prefix + "-" + DirectivesDurable
-	cons, err := res.Verdicts.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+	cc := jetstream.ConsumerConfig{
 		Durable:       durable,
 		Description:   "toolsentry directives: the verdict in force per tool, agent and composition",
 		DeliverPolicy: jetstream.DeliverAllPolicy,
@@ -125,7 +126,23 @@ func StartDirectives(ctx context.Context, js jetstream.JetStream, res *Resources
 		MaxAckPending: 64,
 		FilterSubject: names.VerdictsSubjects(),
 		Metadata:      map[string]string{MaxDeliverMetadata: strconv.Itoa(cfg.MaxDeliver)},
-	})
+	}
+	eng.PriorityGroup, eng.PullExpiry = "", 0
+	if cfg.Partitions > 1 {
+		// Several workers: pinned, so that one projects at a time and the
+		// others stand by. Shared by all, every worker took the others'
+		// deliveries for missing ones (the engine's gap check), held its
+		// keys and waited for messages another worker held; under load
+		// their redeliveries passed MaxDeliver and were dead-lettered. A
+		// single worker's stays unpinned: after a crash its successor
+		// would wait out PinnedTTL.
+		cc.PriorityPolicy = jetstream.PriorityPolicyPinned
+		cc.PriorityGroups = []string{PriorityGroup}
+		cc.PinnedTTL = cfg.PinnedTTL
+		eng.PriorityGroup = PriorityGroup
+		eng.PullExpiry = max(cfg.PinnedTTL/3, time.Second) // a pull within PinnedTTL keeps the pin
+	}
+	cons, err := res.Verdicts.CreateOrUpdateConsumer(ctx, cc)
 	if err != nil {
 		return nil, fmt.Errorf("provisioning consumer %s on %s: %w", durable, cfg.VerdictsStream(), err)
 	}
@@ -139,6 +156,9 @@ func StartDirectives(ctx context.Context, js jetstream.JetStream, res *Resources
 		return nil, err
 	}
 	eng.Workers, eng.PullMaxMessages, eng.Observer, eng.Kind = 1, 1, nil, nil
+	// Pinned after another worker: its writes must be in the view first
+	// (the caller's OnPinned is for the telemetry engine's store).
+	eng.OnPinned = d.view.CatchUp
 	if eng.DeadLetterSubject == nil {
 		eng.DeadLetterSubject = func(_, reason string) string { return cfg.DeadLetterSubject(reason) }
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -239,5 +240,117 @@ func TestDirectivesIgnoreARepeatedVerdict(t *testing.T) {
 	// revision of the bucket, which holds this key alone.
 	if _, after := readDirective(t, kv, toolKey); after != rev+1 {
 		t.Errorf("the drift's directive is revision %d, the match's %d: the repeated matches were written", after, rev)
+	}
+}
+
+// TestDirectivesOneProjectorAtATime: with partitions (several workers) the
+// projector's consumer is pinned, so one projects and the others stand by
+// (shared, each would take the others' deliveries for missing ones and
+// hold its keys); when the pinned projector stops, another takes over. The
+// unpinned consumer of a single worker, or of an earlier version, is
+// updated in place, both ways.
+func TestDirectivesOneProjectorAtATime(t *testing.T) {
+	_, url := natstest.RunServer(t)
+	ctx, cancel := context.WithTimeout(testContext(t), time.Minute)
+	defer cancel()
+	single := testConfig()
+	cfg := testConfig()
+	cfg.Partitions = 2
+	provision := func(cfg consumer.Config) (jetstream.JetStream, *consumer.Resources) {
+		js := natstest.JetStream(t, url)
+		res, err := consumer.Provision(ctx, js, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return js, res
+	}
+	projector := func(cfg consumer.Config) func() {
+		js, res := provision(cfg)
+		d, err := consumer.StartDirectives(ctx, js, res, testOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- d.Run(ctx) }()
+		var once sync.Once
+		stop := func() {
+			once.Do(func() {
+				_ = d.Close()
+				if err := <-done; err != nil {
+					t.Errorf("projector: %v", err)
+				}
+			})
+		}
+		t.Cleanup(stop)
+		return stop
+	}
+	js, _ := provision(single)
+	policy := func() (jetstream.PriorityPolicy, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c, err := js.Consumer(ctx, "TOOLSENTRY_VERDICTS", "toolsentry-directives")
+		if err != nil {
+			t.Fatal(err)
+		}
+		info := c.CachedInfo()
+		if info.Config.PriorityPolicy != jetstream.PriorityPolicyPinned {
+			return info.Config.PriorityPolicy, ""
+		}
+		if len(info.PriorityGroups) != 1 {
+			t.Fatalf("directives consumer: groups %+v; want one", info.PriorityGroups)
+		}
+		return info.Config.PriorityPolicy, info.PriorityGroups[0].PinnedClientID
+	}
+	projector(single)()
+	if p, _ := policy(); p != jetstream.PriorityPolicyNone {
+		t.Fatalf("a single worker's directives consumer has priority policy %v, want none", p)
+	}
+
+	svc, err := consumer.StartService(ctx, natstest.Connect(t, url), consumer.ServiceOptions{
+		Config: cfg, Engine: testOptions(), Directives: consumer.DirectivesOptions{Disable: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svcDone := make(chan error, 1)
+	go func() { svcDone <- svc.Run(ctx) }()
+	t.Cleanup(func() {
+		_ = svc.Close()
+		<-svcDone
+	})
+	stop1 := projector(cfg)
+	kv := directivesKV(t, js)
+	const tool, agent = "crm.lookup", "agent-a"
+	toolKey, _ := events.SchemaDirectiveKey(tool, "")
+	agentKey, _ := events.SchemaDirectiveKey(tool, agent)
+	publish(t, js, observation(t, tool, crmV1))
+	waitDirective(t, kv, toolKey, "NO_BASELINE", func(d events.Directive) bool { return d.Verdict.Name == "NO_BASELINE" })
+	p, first := policy()
+	if p != jetstream.PriorityPolicyPinned || first == "" {
+		t.Fatalf("with partitions, after a verdict: priority policy %v, pinned %q; want pinned to the projector", p, first)
+	}
+
+	// The second stands by while the first holds the pin.
+	stop2 := projector(cfg)
+	publish(t, js, invocation(t, tool, agent, `{"user_id":"u","limit":5}`))
+	publish(t, js, observation(t, tool, crmRenamed))
+	waitDirective(t, kv, agentKey, "drift", func(d events.Directive) bool { return d.Verdict.Name == "DRIFT_ON_USED_FIELDS" })
+	if _, now := policy(); now != first {
+		t.Errorf("the pin moved from %s to %s while its projector ran", first, now)
+	}
+
+	// The first stops (and unpins): the second projects.
+	stop1()
+	publish(t, js, observation(t, tool, crmV1))
+	waitDirective(t, kv, agentKey, "superseded, by the second projector", func(d events.Directive) bool { return d.SupersededBy != "" })
+	if _, now := policy(); now == "" || now == first {
+		t.Errorf("pinned %q after the first projector stopped (was %q); want the second", now, first)
+	}
+
+	// Back to a single worker: unpinned again.
+	stop2()
+	projector(single)
+	if p, _ := policy(); p != jetstream.PriorityPolicyNone {
+		t.Errorf("back to a single worker: priority policy %v, want none", p)
 	}
 }

@@ -186,10 +186,12 @@
 // # Directives in force
 //
 // A second engine, with one worker and its own durable consumer on the
-// verdict stream ("<prefix>-directives"), keeps the bucket
-// toolsentry-directives: per (tool, agent), per tool and per composition,
-// what the latest verdict tells agents to do (events.Directive, action
-// PROCEED, MIGRATE or HALT). StartService starts it (Directives; disable
-// with ServiceOptions.Directives.Disable); agents read it through
-// publisher.Agent; `toolsentry baseline accept` calls AcceptDirectives.
+// verdict stream ("<prefix>-directives"; with partitions it is pinned, so
+// that of several workers one projects and the others stand by), keeps the
+// bucket toolsentry-directives: per (tool, agent), per tool and per
+// composition, what the latest verdict tells agents to do
+// (events.Directive, action PROCEED, MIGRATE or HALT). StartService starts
+// it (Directives; disable with ServiceOptions.Directives.Disable); agents
+// read it through publisher.Agent; `toolsentry baseline accept` calls
+// AcceptDirectives.
 package consumer

@@ -184,29 +184,30 @@ func TestDeployAccountsPermissions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		watcher, err := kv.WatchAll(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer watcher.Stop()
-		// The worker's verdict above made a directive for the tool: the
-		// subscriber reads it, then the end-of-initial-values marker.
-		var keys []string
-		for done := false; !done; {
-			select {
-			case e := <-watcher.Updates():
-				if e == nil {
-					done = true
-					break
+		// The worker's verdicts above make directives for the tool, a
+		// moment after the verdicts (the projector follows the verdict
+		// stream): the subscriber's watch reads them, then the
+		// end-of-initial-values marker.
+		watchKeys := func() []string {
+			watcher, err := kv.WatchAll(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer watcher.Stop()
+			var keys []string
+			for {
+				select {
+				case e := <-watcher.Updates():
+					if e == nil {
+						return keys
+					}
+					keys = append(keys, e.Key())
+				case <-time.After(10 * time.Second):
+					t.Fatalf("directives watch delivered %v, then nothing", keys)
 				}
-				keys = append(keys, e.Key())
-			case <-time.After(10 * time.Second):
-				t.Fatalf("directives watch delivered %v, then nothing", keys)
 			}
 		}
-		if len(keys) == 0 {
-			t.Errorf("the subscriber's watch saw no directive")
-		}
+		natstestWait(t, func() bool { return len(watchKeys()) > 0 })
 	})
 	t.Run("subscriber cannot read telemetry or state", func(t *testing.T) {
 		c, cc := short()

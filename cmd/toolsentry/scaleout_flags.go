@@ -24,8 +24,9 @@ const scaleUsage = `  --partitions N          partitions the workers share; ever
                           (TOOLSENTRY_MEMBER, default "<hostname>-<pid>")
   --member-ttl D          a worker that stops announcing itself for D loses its partitions
                           (TOOLSENTRY_MEMBER_TTL, default 10s)
-  --pinned-ttl D          a partition's consumer is unpinned from a worker that stopped pulling
-                          for D (TOOLSENTRY_PINNED_TTL, default 10s, at least 3s)
+  --pinned-ttl D          a partition's consumer, and with partitions the directives projector's
+                          (one worker projects directives at a time), is unpinned from a worker
+                          that stopped pulling for D (TOOLSENTRY_PINNED_TTL, default 10s, at least 3s)
 `
 
 func addScaleFlags(fs *flag.FlagSet) *scaleFlags {
