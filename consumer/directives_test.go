@@ -252,7 +252,7 @@ func TestDirectivesIgnoreARepeatedVerdict(t *testing.T) {
 func TestDirectivesOneProjectorAtATime(t *testing.T) {
 	_, url := natstest.RunServer(t)
 	ctx, cancel := context.WithTimeout(testContext(t), time.Minute)
-	defer cancel()
+	t.Cleanup(cancel) // after the projectors' and the service's cleanups
 	single := testConfig()
 	cfg := testConfig()
 	cfg.Partitions = 2

@@ -412,6 +412,9 @@ func (e *Engine) run(ctx context.Context) error {
 	}
 	e.log = zerolog.Ctx(ctx).With().Str("component", "consumer").Str("consumer", e.cons.CachedInfo().Name).Logger()
 	if err := e.startRecovery(ctx, nil); err != nil {
+		if ctx.Err() != nil {
+			return nil // a stop requested while starting
+		}
 		return err
 	}
 	pull := []jetstream.PullMessagesOpt{jetstream.PullMaxMessages(e.opts.PullMaxMessages)}

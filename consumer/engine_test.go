@@ -532,6 +532,18 @@ func TestContextCancelled(t *testing.T) {
 	if err := closedFirst.Run(f.ctx); !errors.Is(err, consumer.ErrClosed) {
 		t.Errorf("Run after Close = %v, want ErrClosed", err)
 	}
+
+	// Cancelled while it starts (it reads the consumer first): a requested
+	// stop too, not a failure.
+	cancelledFirst, err := consumer.New(f.js, f.res.Consumer, r, testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, cancelGone := context.WithCancel(f.ctx)
+	cancelGone()
+	if err := cancelledFirst.Run(gone); err != nil {
+		t.Errorf("Run with a cancelled context = %v, want nil", err)
+	}
 }
 
 // TestProgressKeepsSlowHandler: a handler slower than AckWait is not
