@@ -306,9 +306,19 @@ func bench(ctx context.Context, f benchFlags, progress *benchProgress) (benchRep
 	var mem benchMemory
 	var full benchRun // the first round's pipeline
 	var pipelines []benchRun
+	// consuming runs one consuming phase at full speed.
+	consuming := func(phase string, cpu io.Writer) (res benchRun, err error) {
+		err = mem.phase(phase, func() (err error) {
+			res, err = env.run(ctx, phase, mix, 0, cpu)
+			return err
+		})
+		if err != nil {
+			return res, fmt.Errorf("%s: %w", phase, err)
+		}
+		return res, nil
+	}
 	for round := range f.rounds {
 		var r benchRound
-		var cons, pass, pipe benchRun
 		err = mem.phase("raw_publish", func() (err error) {
 			r.RawPublish, err = env.rawPublish(ctx, mix)
 			return err
@@ -316,32 +326,23 @@ func bench(ctx context.Context, f benchFlags, progress *benchProgress) (benchRep
 		if err != nil {
 			return rep, fmt.Errorf("raw publish: %w", err)
 		}
-		err = mem.phase("consume", func() (err error) {
-			cons, err = env.run(ctx, "consume", mix, 0, nil)
-			return err
-		})
+		cons, err := consuming("consume", nil)
 		if err != nil {
-			return rep, fmt.Errorf("consume: %w", err)
+			return rep, err
 		}
 		r.Consume = cons.eventsPerSec
-		err = mem.phase("passthrough", func() (err error) {
-			pass, err = env.run(ctx, "passthrough", mix, 0, nil)
-			return err
-		})
+		pass, err := consuming("passthrough", nil)
 		if err != nil {
-			return rep, fmt.Errorf("passthrough: %w", err)
+			return rep, err
 		}
 		r.Passthrough = pass.eventsPerSec
-		err = mem.phase("pipeline", func() (err error) {
-			var cpu io.Writer
-			if round == 0 && profile != nil {
-				cpu = profile
-			}
-			pipe, err = env.run(ctx, "pipeline", mix, 0, cpu)
-			return err
-		})
+		var cpu io.Writer
+		if round == 0 && profile != nil {
+			cpu = profile
+		}
+		pipe, err := consuming("pipeline", cpu)
 		if err != nil {
-			return rep, fmt.Errorf("pipeline: %w", err)
+			return rep, err
 		}
 		env.memProfile = "" // the first round's pipeline wrote it
 		r.Pipeline = pipe.eventsPerSec
