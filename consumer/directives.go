@@ -136,11 +136,8 @@ func StartDirectives(ctx context.Context, js jetstream.JetStream, res *Resources
 		// their redeliveries passed MaxDeliver and were dead-lettered. A
 		// single worker's stays unpinned: after a crash its successor
 		// would wait out PinnedTTL.
-		cc.PriorityPolicy = jetstream.PriorityPolicyPinned
-		cc.PriorityGroups = []string{PriorityGroup}
-		cc.PinnedTTL = cfg.PinnedTTL
-		eng.PriorityGroup = PriorityGroup
-		eng.PullExpiry = max(cfg.PinnedTTL/3, time.Second) // a pull within PinnedTTL keeps the pin
+		pinConsumer(&cc, cfg)
+		pinnedEngine(&eng, cfg)
 	}
 	cons, err := res.Verdicts.CreateOrUpdateConsumer(ctx, cc)
 	if err != nil {

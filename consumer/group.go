@@ -308,8 +308,7 @@ func (g *Group) start(ctx context.Context, p int) (*partitionRun, error) {
 	n := g.res.Config.Partitions
 	opts := g.opts
 	opts.Skip = func(m *Message) bool { return PartitionOf(m.Key, n) != p }
-	opts.PriorityGroup = PriorityGroup
-	opts.PullExpiry = max(g.res.Config.PinnedTTL/3, time.Second)
+	pinnedEngine(&opts, g.res.Config)
 	eng, err := New(g.js, g.res.Partitions[p], g.h, opts)
 	if err != nil {
 		return nil, fmt.Errorf("partition %d: %w", p, err)

@@ -92,10 +92,28 @@ func clusterForming(err error) bool {
 	return errors.Is(err, nats.ErrTimeout)
 }
 
-// PriorityGroup is the priority group of the partition consumers: each is
-// created with the pinned-client policy, so the server delivers a
-// partition's messages to one pull client at a time.
+// PriorityGroup is the priority group of the partition consumers (and,
+// with partitions, of the directives projector's): each is created with the
+// pinned-client policy, so the server delivers its messages to one pull
+// client at a time.
 const PriorityGroup = "toolsentry"
+
+// pinConsumer makes cc a pinned-client consumer of PriorityGroup: one
+// worker at a time gets its messages, until it stops pulling for
+// cfg.PinnedTTL.
+func pinConsumer(cc *jetstream.ConsumerConfig, cfg Config) {
+	cc.PriorityPolicy = jetstream.PriorityPolicyPinned
+	cc.PriorityGroups = []string{PriorityGroup}
+	cc.PinnedTTL = cfg.PinnedTTL
+}
+
+// pinnedEngine sets the options of an engine on a consumer of pinConsumer:
+// it pulls in PriorityGroup, each pull lasting PinnedTTL/3 (at least 1s), so
+// that a worker that runs keeps its pin.
+func pinnedEngine(o *Options, cfg Config) {
+	o.PriorityGroup = PriorityGroup
+	o.PullExpiry = max(cfg.PinnedTTL/3, time.Second)
+}
 
 // PartitionsMetadata is the consumer metadata key under which Provision
 // records the partition count and index of a partition consumer
@@ -151,9 +169,7 @@ func provisionConsumers(ctx context.Context, js jetstream.JetStream, res *Resour
 		cc := baseConsumerConfig(cfg, name)
 		cc.Description = fmt.Sprintf("toolsentry workers: partition %d of %d", i, cfg.Partitions)
 		cc.Metadata[PartitionsMetadata] = strconv.Itoa(i) + "/" + strconv.Itoa(cfg.Partitions)
-		cc.PriorityPolicy = jetstream.PriorityPolicyPinned
-		cc.PriorityGroups = []string{PriorityGroup}
-		cc.PinnedTTL = cfg.PinnedTTL
+		pinConsumer(&cc, cfg)
 		cc.Replicas = cfg.Replicas // as the stream's, which the single durable inherits
 		cons, err := res.Telemetry.Consumer(ctx, name)
 		switch {
