@@ -83,6 +83,16 @@
 // upper-case hex digits, so "crm.lookup" is "crm=2Elookup". The token is
 // also a valid KV key; KVKey joins several.
 //
+// # Tool identity
+//
+// A tool is (server, tool name): QualifiedToolID("github", "get_issue") is
+// "github/get_issue", the tool_id of that tool in every event, record,
+// verdict and subject (toolsentry.telemetry.schema.github/get_issue);
+// SplitToolID takes it apart. A tool observed with no server keeps its bare
+// name. The worker qualifies the tools of a tools/list result with the
+// list's server; producers that know the server (mcp-proxy, the OTLP
+// receiver, the agent client, guard) qualify the ids they send.
+//
 // # Directives
 //
 // Directive is the value of the directives bucket: what the latest verdict

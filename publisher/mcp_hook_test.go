@@ -18,7 +18,8 @@ import (
 
 // mcpTap is what an MCP proxy does around a client session, in a few
 // lines: it reports every tools/list result as a schema observation, runs
-// the agent's hook on every tools/call, and emits the call's telemetry.
+// the agent's hook on every tools/call, and emits the call's telemetry. The
+// server is "crm": its tools are crm/<name> (events.QualifiedToolID).
 func mcpTap(t *testing.T, l *loop, agent *publisher.Agent, hook publisher.CallHook) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
@@ -29,13 +30,13 @@ func mcpTap(t *testing.T, l *loop, agent *publisher.Agent, hook publisher.CallHo
 				if err != nil {
 					return nil, err
 				}
-				sent, err := hook(ctx, p.Name, args)
+				sent, err := hook(ctx, events.QualifiedToolID("crm", p.Name), args)
 				if err != nil {
 					return nil, err // the MCP error of the call
 				}
 				p.Arguments = sent
 				res, err := next(ctx, method, req)
-				_ = agent.Emit(publisher.Invocation{Tool: p.Name, Arguments: args, Outcome: &events.Outcome{Status: "ok"}})
+				_ = agent.Emit(publisher.Invocation{Tool: events.QualifiedToolID("crm", p.Name), Arguments: args, Outcome: &events.Outcome{Status: "ok"}})
 				return res, err
 			case "tools/list":
 				res, err := next(ctx, method, req)
@@ -123,7 +124,7 @@ func TestAgentHookInMCPClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	natstest.Eventually(t, 20*time.Second, "the rename's directive", func() bool {
-		d, err := agent.Decide(ctx, "lookup", json.RawMessage(`{"user_id":"u"}`))
+		d, err := agent.Decide(ctx, "crm/lookup", json.RawMessage(`{"user_id":"u"}`))
 		return err == nil && d.Migrated
 	})
 	if err := call(); err != nil {
@@ -138,7 +139,7 @@ func TestAgentHookInMCPClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	natstest.Eventually(t, 20*time.Second, "the removal's HALT", func() bool {
-		_, err := agent.Guard(ctx, "lookup", json.RawMessage(`{"user_id":"u","limit":5}`))
+		_, err := agent.Guard(ctx, "crm/lookup", json.RawMessage(`{"user_id":"u","limit":5}`))
 		return errors.Is(err, publisher.ErrHalt)
 	})
 	n := len(received)

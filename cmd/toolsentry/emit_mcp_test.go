@@ -65,7 +65,7 @@ func TestEmitMCPToolsPages(t *testing.T) {
 	}
 	names := events.Names{}
 	for _, tool := range []string{"read_file", "write_file"} {
-		subject, _ := names.Verdict(events.KindSchemaVerdict, string(guards.NoBaseline), tool)
+		subject, _ := names.Verdict(events.KindSchemaVerdict, string(guards.NoBaseline), "fs-mcp/"+tool) // the server's tools
 		natstest.Eventually(t, 20*time.Second, "NO_BASELINE for "+tool, func() bool {
 			_, err := verdicts.GetLastMsgForSubject(ctx, subject)
 			return err == nil

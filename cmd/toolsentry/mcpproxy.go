@@ -46,7 +46,8 @@ What it reports to the telemetry stream (TOOLSENTRY_TELEMETRY):
     again, or, if it has not within --relist-after, the proxy sends the
     server the client's last tools/list request under an id of its own and
     keeps the answer to itself;
-  - every tools/call as an invocation (toolsentry.telemetry.invocation.<tool>)
+  - every tools/call as an invocation of the server's tool, whose id is
+    <server>/<tool> (toolsentry.telemetry.invocation.<server>/<tool>)
     once answered: agent, paths and JSON types of the arguments (never
     their values), latency, outcome (error for a JSON-RPC error or
     "isError": true, else ok) and the fingerprint of the tool's schema as
@@ -66,9 +67,10 @@ Flags (each defaults to its environment variable, if set):
   --agent NAME          agent id of the invocations ($TOOLSENTRY_MCP_AGENT;
                         default: the client's clientInfo.name, else
                         ` + mcpproxy.DefaultAgent + `)
-  --server NAME         key of the schema observations ($TOOLSENTRY_MCP_SERVER;
-                        default: the server's serverInfo.name, else CMD's
-                        base name)
+  --server NAME         the server's name: key of the schema observations and
+                        server part of its tools' ids (NAME/TOOL)
+                        ($TOOLSENTRY_MCP_SERVER; default: the server's
+                        serverInfo.name, else CMD's base name)
   --source URI          CloudEvents source of the events
                         ($TOOLSENTRY_MCP_SOURCE, default ` + mcpproxy.DefaultSource + `)
   --relist-after D      how long to wait for the client to list the tools
@@ -238,7 +240,7 @@ func mcpProxySummary(ctx context.Context, sio stdio, proxy *mcpproxy.Proxy, sink
 // agent.
 func directiveHook(guard publisher.CallHook) mcpproxy.CallHook {
 	return func(ctx context.Context, call mcpproxy.Call) (json.RawMessage, *mcpproxy.HaltError, error) {
-		args, err := guard(ctx, call.Tool, call.Arguments)
+		args, err := guard(ctx, call.ToolID, call.Arguments)
 		var halt *publisher.HaltError
 		switch {
 		case errors.As(err, &halt):

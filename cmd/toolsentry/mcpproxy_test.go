@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -127,7 +128,7 @@ func TestMCPProxyDriftVerdictEndToEnd(t *testing.T) {
 	}
 
 	// The verdict, through the real consumer.
-	filter, err := names.VerdictFilter(events.KindSchemaVerdict, string(guards.DriftOnUsedFields), "lookup_user")
+	filter, err := names.VerdictFilter(events.KindSchemaVerdict, string(guards.DriftOnUsedFields), mcptest.Name+"/lookup_user")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +161,7 @@ func TestMCPProxyDriftVerdictEndToEnd(t *testing.T) {
 	var observed []events.MCPTool
 	var called *events.Invocation
 	for _, m := range streamMessages(t, ctx, js, names, names.TelemetryStream()) {
-		if inv := m.event.Invocation; inv != nil && inv.ToolID == "lookup_user" {
+		if inv := m.event.Invocation; inv != nil && inv.ToolID == mcptest.Name+"/lookup_user" {
 			called = inv
 		}
 		if obs := m.event.SchemaObserved; obs != nil {
@@ -187,7 +188,7 @@ func TestMCPProxyDriftVerdictEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, _ := events.KVKey("always_fails")
+	key, _ := events.KVKey(mcptest.Name + "/always_fails")
 	var q struct {
 		Calls     int64 `json:"calls"`
 		Successes int64 `json:"successes"`
@@ -311,7 +312,7 @@ func TestMCPProxyAppliesMigrationInForce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, err := events.SchemaDirectiveKey("lookup_user", "billing-bot")
+	key, err := events.SchemaDirectiveKey(mcptest.Name+"/lookup_user", "billing-bot")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,7 +355,10 @@ func TestDirectiveHookAnswersHaltsAsMCPErrors(t *testing.T) {
 		wantHalt bool
 		wantErr  bool
 	}{
-		"rewrite": {guard: func(context.Context, string, json.RawMessage) (json.RawMessage, error) {
+		"rewrite": {guard: func(_ context.Context, tool string, _ json.RawMessage) (json.RawMessage, error) {
+			if tool != "crm/lookup_user" {
+				return nil, fmt.Errorf("the guard was asked about %q, not the qualified id", tool)
+			}
 			return json.RawMessage(`{"userId":"u"}`), nil
 		}, wantArgs: `{"userId":"u"}`},
 		"halt": {guard: func(context.Context, string, json.RawMessage) (json.RawMessage, error) {
@@ -365,7 +369,7 @@ func TestDirectiveHookAnswersHaltsAsMCPErrors(t *testing.T) {
 		}, wantErr: true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			args, h, err := directiveHook(tc.guard)(context.Background(), mcpproxy.Call{Agent: "billing-bot", Tool: "lookup_user", Arguments: json.RawMessage(`{"user_id":"u"}`)})
+			args, h, err := directiveHook(tc.guard)(context.Background(), mcpproxy.Call{Agent: "billing-bot", Server: "crm", Tool: "lookup_user", ToolID: "crm/lookup_user", Arguments: json.RawMessage(`{"user_id":"u"}`)})
 			if string(args) != tc.wantArgs || (h != nil) != tc.wantHalt || (err != nil) != tc.wantErr {
 				t.Fatalf("args %s, halt %v, err %v", args, h, err)
 			}

@@ -202,7 +202,7 @@ func TestToolsListFansOutToToolLanes(t *testing.T) {
 			t.Errorf("a redelivered list derives another id for tool %d", i)
 		}
 	}
-	want := []string{"toolsentry.telemetry.schema.lookup", "toolsentry.telemetry.schema.search"}
+	want := []string{"toolsentry.telemetry.schema.crm/lookup", "toolsentry.telemetry.schema.crm/search"}
 	for i, m := range eff.Telemetry {
 		if m.Subject != want[i] {
 			t.Errorf("observation %d on %s, want %s", i, m.Subject, want[i])
@@ -221,7 +221,7 @@ func TestToolsListFansOutToToolLanes(t *testing.T) {
 
 	h := newHarness(t)
 	got := h.apply(1, "toolsentry.telemetry.schema.crm", nil, []byte(msg))
-	if len(got) != 2 || got[0].SchemaVerdict.Verdict != guards.NoBaseline || got[1].SchemaVerdict.ToolID != "search" {
+	if len(got) != 2 || got[0].SchemaVerdict.Verdict != guards.NoBaseline || got[1].SchemaVerdict.ToolID != "crm/search" {
 		t.Fatalf("verdicts %+v", got)
 	}
 }

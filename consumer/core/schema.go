@@ -30,9 +30,12 @@ const UnversionedTool = "unversioned"
 //
 // A tools/list result arrives on its server's subject, so in the server's
 // lane; its tools belong to their own lanes. It is split into one
-// observation per tool (ids derived from the list's id and the tool's name,
-// so a redelivery republishes the same ones), published as telemetry, and
-// each tool's lane applies its own: one writer per tool, in stream order.
+// observation per tool, the tool's id qualified with the server
+// (events.QualifiedToolID: github's get_issue is github/get_issue, another
+// tool than jira/get_issue), event ids derived from the list's id and the
+// tool's id, so a redelivery republishes the same ones; published as
+// telemetry, each tool's lane applies its own: one writer per tool, in
+// stream order.
 func (c *Core) applySchema(st State, in Input) (Effects, error) {
 	obs := in.Event.SchemaObserved
 	var eff Effects
@@ -45,11 +48,15 @@ func (c *Core) applySchema(st State, in Input) (Effects, error) {
 			return Effects{}, fmt.Errorf("tool %q: %w", tool.Name, err)
 		}
 		t := tool
+		// The tool is the server's: its id is qualified, and so is the
+		// derived event id (a list of no server, if one came, keeps the
+		// ids it had).
+		id := events.QualifiedToolID(obs.Server, tool.Name)
 		msg, err := c.opts.Names.NewSchemaObserved(events.Meta{
-			ID:     events.DerivedID(in.Event.ID, "tools/list", tool.Name),
+			ID:     events.DerivedID(in.Event.ID, "tools/list", id),
 			Source: c.opts.Names.Prefix(),
 			Time:   in.Event.Time,
-		}, events.SchemaObserved{ToolID: tool.Name, Version: UnversionedTool, Server: obs.Server, Tool: &t})
+		}, events.SchemaObserved{ToolID: id, Version: UnversionedTool, Server: obs.Server, Tool: &t})
 		if err != nil {
 			return Effects{}, fmt.Errorf("tool %q: %w", tool.Name, err)
 		}

@@ -7,7 +7,7 @@
 //	           ◀─ stdout ──       ◀─ child's stdout ──
 //	                          │
 //	                          └─ Sink (non-blocking) ──▶ toolsentry.telemetry.schema.<server>
-//	                                                      toolsentry.telemetry.invocation.<tool>
+//	                                                      toolsentry.telemetry.invocation.<server>/<tool>
 //
 // Messages are newline-delimited JSON-RPC, as the MCP stdio transport
 // specifies; the proxy reads lines of any length and writes each one out
@@ -23,7 +23,8 @@
 //     responses: the client never sees them, and the fingerprints the
 //     agent integrated against stay those the client saw;
 //   - every tools/call becomes an invocation event when its response
-//     arrives: the tool, the agent, the paths and JSON types of the
+//     arrives: the tool (its qualified id, server/tool, the server being
+//     Config.Server or the one serverInfo names), the agent, the paths and JSON types of the
 //     arguments (never their values), the latency, the outcome (error for a
 //     JSON-RPC error or "isError": true, else ok), the fingerprint of the
 //     tool's schema as the client last saw it listed, and the trace and

@@ -381,10 +381,11 @@ func textOf(t *testing.T, res *mcp.CallToolResult) string {
 
 var errNoEvent = errors.New("no such event")
 
-// invocationOf returns the n-th (0-based) invocation of tool.
+// invocationOf returns the n-th (0-based) invocation of tool (its MCP
+// name, of whichever server).
 func invocationOf(evs []events.Event, tool string, n int) (*events.Invocation, error) {
 	for _, inv := range invocations(evs) {
-		if inv.ToolID == tool {
+		if _, name := events.SplitToolID(inv.ToolID); name == tool {
 			if n == 0 {
 				return inv, nil
 			}

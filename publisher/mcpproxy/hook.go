@@ -17,6 +17,9 @@ type Call struct {
 	Agent  string // the agent id the invocation will carry
 	Server string // the server key its schema observations carry
 	Tool   string // params.name
+	// ToolID is the tool's qualified id, events.QualifiedToolID(Server,
+	// Tool): the id its invocations, verdicts and directives carry.
+	ToolID string
 	// Arguments is params.arguments as the client sent it; nil when the
 	// call has none. A hook must not keep it or let its values reach logs.
 	Arguments json.RawMessage

@@ -59,8 +59,10 @@ type Config struct {
 	// clientInfo.name from initialize (or from a request's _meta with
 	// protocol 2026-07-28), else DefaultAgent.
 	Agent string
-	// Server is the key of the schema observations. Default: the server's
-	// serverInfo.name, else FallbackServer, else DefaultServer.
+	// Server is the key of the schema observations and the server part
+	// of every tool's qualified id (events.QualifiedToolID: server/tool).
+	// Default: the server's serverInfo.name, else FallbackServer, else
+	// DefaultServer.
 	Server string
 	// FallbackServer names the server when it does not name itself
 	// (RunCommand's callers pass the command's base name).
@@ -147,7 +149,8 @@ const (
 type pendingReq struct {
 	kind        reqKind
 	seq         uint64
-	tool        string
+	tool        string // params.name
+	toolID      string // the tool's qualified id: the server's and params.name
 	args        events.FieldTypes
 	fingerprint string
 	traceID     string // from the call's _meta.traceparent: the agent's
@@ -676,7 +679,9 @@ func (p *Proxy) clientCall(ctx context.Context, raw json.RawMessage, m wireMsg) 
 	}
 	p.mu.Lock()
 	r.fingerprint = p.seen[ps.Name]
-	call := Call{Agent: p.agentLocked(), Server: p.serverLocked(), Tool: ps.Name, Arguments: ps.Arguments, SchemaFingerprint: r.fingerprint}
+	server := p.serverLocked()
+	r.toolID = events.QualifiedToolID(server, ps.Name)
+	call := Call{Agent: p.agentLocked(), Server: server, Tool: ps.Name, ToolID: r.toolID, Arguments: ps.Arguments, SchemaFingerprint: r.fingerprint}
 	p.mu.Unlock()
 	if ps.Name == "" || p.cfg.Hook == nil {
 		p.track(m.ID, r)
@@ -987,7 +992,7 @@ func (p *Proxy) buildInvocation(ctx context.Context, job invocationJob) {
 	r, agent, outcome := job.r, job.agent, job.outcome
 	inv := events.Invocation{
 		AgentID:           agent,
-		ToolID:            r.tool,
+		ToolID:            r.toolID,
 		SchemaFingerprint: r.fingerprint,
 		ArgumentTypes:     r.args,
 		Outcome:           outcome,

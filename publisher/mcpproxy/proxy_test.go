@@ -97,7 +97,7 @@ func TestSDKSessionForwardsAndReports(t *testing.T) {
 			}
 			want := &events.Invocation{
 				AgentID:           "billing-bot",
-				ToolID:            "lookup_user",
+				ToolID:            mcptest.Name + "/lookup_user", // the server's tool
 				SchemaFingerprint: fingerprint(t, toolOf(t, obs[0], "lookup_user")),
 				ArgumentTypes:     events.FieldTypes{"user_id": guards.TypeString},
 				Outcome:           &events.Outcome{Status: "ok"},
@@ -339,7 +339,7 @@ func TestHookRewritesArguments(t *testing.T) {
 	if diff := cmp.Diff(events.FieldTypes{"user_id": guards.TypeString, "extra": guards.TypeInteger}, inv.ArgumentTypes); diff != "" {
 		t.Errorf("argument types are not what the agent sent (-want +got):\n%s", diff)
 	}
-	if len(seen) != 2 || seen[0].Agent != "billing-bot" || seen[0].Server != mcptest.Name || seen[0].SchemaFingerprint == "" || string(seen[0].Arguments) == "" {
+	if len(seen) != 2 || seen[0].Agent != "billing-bot" || seen[0].Server != mcptest.Name || seen[0].ToolID != mcptest.Name+"/lookup_user" || seen[0].SchemaFingerprint == "" || string(seen[0].Arguments) == "" {
 		t.Errorf("the hook saw %+v", seen)
 	}
 	if st := s.proxy.Stats(); st.Rewritten != 1 || st.Halted != 0 || st.HookErrors != 0 {
