@@ -43,10 +43,11 @@ type AgentOptions struct {
 	Source string
 	// Names are the subjects and buckets (default prefix toolsentry).
 	Names events.Names
-	// Fingerprints maps a tool to the schema fingerprint the agent
-	// integrated against: sent with each invocation (the core reports the
-	// drift from that version), and a directive migrating to exactly that
-	// version does not apply to the agent.
+	// Fingerprints maps a tool id (qualified: events.QualifiedToolID) to
+	// the schema fingerprint the agent integrated against: sent with each
+	// invocation (the core reports the drift from that version), and a
+	// directive migrating to exactly that version does not apply to the
+	// agent.
 	Fingerprints map[string]string
 	// QueueSize bounds the invocations waiting to be published (default
 	// 4096); beyond it Emit drops.
@@ -86,11 +87,21 @@ type Stats struct {
 // Invocation is one tool call as the agent reports it. Arguments are read
 // for their field paths and JSON types only (events.FieldTypesOf): no value
 // leaves the agent.
+//
+// A tool is (server, tool name): the invocation's tool id is
+// events.QualifiedToolID(Server, Tool), "github/get_issue" for Server
+// "github" and Tool "get_issue", the id under which toolsentry baselines
+// the tools that server lists. Without Server, Tool is the id as it is
+// (already qualified, or the bare id of a tool observed with no server).
 type Invocation struct {
-	Tool      string
+	Tool string
+	// Server is the MCP server the tool was called on (its
+	// serverInfo.name, or the name its schema observations carry); ""
+	// when Tool is already the tool's id.
+	Server    string
 	Arguments json.RawMessage
 	// SchemaFingerprint the agent integrated against (default
-	// AgentOptions.Fingerprints[Tool]).
+	// AgentOptions.Fingerprints[tool id]).
 	SchemaFingerprint string
 	ToolVersion       string
 	UsedFields        []string
@@ -224,12 +235,16 @@ type queued struct {
 // arguments' paths and types, so that no value is kept) and checks what the
 // caller can get wrong; encoding waits for the sender.
 func (a *Agent) prepare(inv Invocation) (queued, error) {
-	if _, err := events.KeyToken(inv.Tool); err != nil {
+	if inv.Tool == "" {
+		return queued{}, fmt.Errorf("invocation: tool: %w: no tool name", events.ErrBadKey)
+	}
+	toolID := events.QualifiedToolID(inv.Server, inv.Tool)
+	if _, err := events.KeyToken(toolID); err != nil {
 		return queued{}, fmt.Errorf("invocation: tool: %w", err)
 	}
 	p := events.Invocation{
 		AgentID:           a.opts.AgentID,
-		ToolID:            inv.Tool,
+		ToolID:            toolID,
 		ToolVersion:       inv.ToolVersion,
 		SchemaFingerprint: inv.SchemaFingerprint,
 		UsedFields:        inv.UsedFields,
@@ -240,12 +255,12 @@ func (a *Agent) prepare(inv Invocation) (queued, error) {
 		SpanID:            inv.SpanID,
 	}
 	if p.SchemaFingerprint == "" {
-		p.SchemaFingerprint = a.opts.Fingerprints[inv.Tool]
+		p.SchemaFingerprint = a.opts.Fingerprints[toolID]
 	}
 	if len(inv.Arguments) > 0 {
 		ft, err := events.FieldTypesOf(inv.Arguments)
 		if err != nil {
-			return queued{}, fmt.Errorf("invocation of %s: arguments: %w", inv.Tool, err)
+			return queued{}, fmt.Errorf("invocation of %s: arguments: %w", toolID, err)
 		}
 		p.ArgumentTypes = ft
 	}
@@ -347,7 +362,9 @@ func (a *Agent) Stats() Stats {
 	}
 }
 
-// Guard returns the arguments to send for a call of tool: payload itself
+// Guard returns the arguments to send for a call of tool, the tool's id
+// (events.QualifiedToolID(server, name) for a server's tool, as its
+// invocations carry it): payload itself
 // when the directive in force says PROCEED (or there is none), payload
 // rewritten by the migration when it says MIGRATE, or a *HaltError (with
 // the directive, its verdict and manifest digest) when it says HALT or the
