@@ -43,7 +43,8 @@ to send on standard output:
             blockers (a removed field it still sends).
 
 Agents in other languages ask the same over HTTP: POST /v1/guard on serve's
---http address with {"agent_id", "tool_id", "arguments"} answers 200 with
+--http address with {"agent_id", "tool_id", "arguments"} (and "server" to
+name the tool as --server does) answers 200 with
 {"arguments", "action", "directive", "verdict", "manifest_digest", ...}, or
 409 with the HALT directive (the body of --json below), or 400 for a bad
 request.
@@ -54,7 +55,10 @@ are not a JSON object.
 
 Flags (each also read from the environment variable shown):
   --agent ID          the calling agent (TOOLSENTRY_AGENT; required)
-  --tool ID           the tool to be called (required)
+  --tool ID           the tool to be called (required): its id, qualified with
+                      its server (github/get_issue), or with --server its name
+  --server NAME       the MCP server of --tool: the tool's id is NAME/TOOL
+                      (default: none, --tool is the id)
   --fingerprint FP    the tool schema fingerprint the agent integrated against;
                       a directive migrating to exactly that version does not
                       apply (default: none)
@@ -70,6 +74,7 @@ Examples:
   {"limit":5,"userId":"u-42"}
 
   curl -s localhost:9700/v1/guard -d '{"agent_id":"billing-7","tool_id":"crm.lookup","arguments":{"user_id":"u-42"}}'
+  echo '{"owner":"acme","repo":"web","issue_number":42}' | toolsentry guard --agent triage-bot --server github --tool get_issue
 `
 
 func runGuard(ctx context.Context, args []string, sio stdio) error {
@@ -77,6 +82,7 @@ func runGuard(ctx context.Context, args []string, sio stdio) error {
 	fs.SetOutput(io.Discard)
 	agent := fs.String("agent", os.Getenv("TOOLSENTRY_AGENT"), "")
 	tool := fs.String("tool", "", "")
+	server := fs.String("server", "", "")
 	fingerprint := fs.String("fingerprint", "", "")
 	asJSON := fs.Bool("json", false, "")
 	timeout := fs.Duration("timeout", envDuration("TOOLSENTRY_GUARD_TIMEOUT", 10*time.Second), "")
@@ -106,7 +112,7 @@ func runGuard(ctx context.Context, args []string, sio stdio) error {
 	if len(body) > maxGuardBody {
 		return usageErrorf("the arguments are longer than %d bytes", maxGuardBody)
 	}
-	reqBody, err := json.Marshal(map[string]any{"agent_id": *agent, "tool_id": *tool, "arguments": json.RawMessage(body), "schema_fingerprint": *fingerprint})
+	reqBody, err := json.Marshal(map[string]any{"agent_id": *agent, "tool_id": *tool, "server": *server, "arguments": json.RawMessage(body), "schema_fingerprint": *fingerprint})
 	if err != nil {
 		return usageErrorf("the arguments on standard input are not JSON: %v", err)
 	}
@@ -148,7 +154,7 @@ func runGuard(ctx context.Context, args []string, sio stdio) error {
 	}
 	if halted {
 		fmt.Fprintf(sio.err, "toolsentry: HALT %s for agent %s: %s\n  verdict %s, manifest digest %s\n  %s\n",
-			*tool, *agent, resp.Directive, resp.Verdict, resp.ManifestDigest, resp.Reason)
+			req.ToolID, *agent, resp.Directive, resp.Verdict, resp.ManifestDigest, resp.Reason)
 		return errExit(exitHalt)
 	}
 	return nil

@@ -29,8 +29,13 @@ const maxGuardBody = 1 << 20
 
 // guardRequest is the body of POST /v1/guard.
 type guardRequest struct {
-	AgentID   string          `json:"agent_id"`
+	AgentID string `json:"agent_id"`
+	// ToolID is the tool's id; with Server, the tool's name on that
+	// server: decodeGuardRequest qualifies it (events.QualifiedToolID),
+	// so {"server": "github", "tool_id": "get_issue"} and {"tool_id":
+	// "github/get_issue"} ask about the same tool.
 	ToolID    string          `json:"tool_id"`
+	Server    string          `json:"server,omitempty"`
 	Arguments json.RawMessage `json:"arguments"`
 	// SchemaFingerprint, optional, is the tool version the agent
 	// integrated against (publisher.GuardOptions.Fingerprint).
@@ -66,7 +71,9 @@ type guardResponse struct {
 }
 
 // decodeGuardRequest reads and checks a request body: a JSON object with
-// agent_id, tool_id and arguments (a JSON object), nothing else.
+// agent_id, tool_id and arguments (a JSON object), optionally server and
+// schema_fingerprint, nothing else. The ToolID it returns is qualified
+// with the server.
 func decodeGuardRequest(body []byte) (guardRequest, error) {
 	var req guardRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -87,8 +94,9 @@ func decodeGuardRequest(body []byte) (guardRequest, error) {
 	case bytes.TrimSpace(req.Arguments)[0] != '{':
 		return req, errors.New("arguments must be a JSON object")
 	}
+	req.ToolID = events.QualifiedToolID(req.Server, req.ToolID)
 	if _, err := events.SchemaDirectiveKey(req.ToolID, req.AgentID); err != nil {
-		return req, fmt.Errorf("agent_id or tool_id: %v", err)
+		return req, fmt.Errorf("agent_id, server or tool_id: %v", err)
 	}
 	return req, nil
 }

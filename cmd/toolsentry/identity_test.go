@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolsentry/toolsentry/events"
+	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/publisher"
+)
+
+// A GitHub-like and a Jira-like MCP server that both list get_issue.
+const (
+	githubToolsList   = `{"tools":[{"name":"get_issue","inputSchema":{"type":"object","properties":{"owner":{"type":"string"},"repo":{"type":"string"},"issue_number":{"type":"integer"}},"required":["owner","repo","issue_number"]}}]}`
+	githubToolsListV2 = `{"tools":[{"name":"get_issue","inputSchema":{"type":"object","properties":{"owner":{"type":"string"},"repo":{"type":"string"},"issueNumber":{"type":"integer"}},"required":["owner","repo","issueNumber"]}}]}`
+	jiraToolsList     = `{"tools":[{"name":"get_issue","inputSchema":{"type":"object","properties":{"issueIdOrKey":{"type":"string"}},"required":["issueIdOrKey"]}}]}`
+	githubCall        = `{"owner":"acme","repo":"web","issue_number":42}`
+)
+
+// schemaVerdictsOf returns the schema verdicts in the verdict stream.
+func schemaVerdictsOf(t *testing.T, ctx context.Context, js jetstream.JetStream, names events.Names) []*events.SchemaVerdict {
+	t.Helper()
+	var out []*events.SchemaVerdict
+	for _, m := range streamMessages(t, ctx, js, names, names.VerdictsStream()) {
+		if sv := m.event.SchemaVerdict; sv != nil {
+			out = append(out, sv)
+		}
+	}
+	return out
+}
+
+// TestServeTwoServersGetIssue is the issue's first scenario through serve
+// on its embedded server: `emit --server github` and `emit --server jira`
+// of tools/list results that both hold get_issue, an agent that calls
+// github's only. Jira's listing is a new tool (NO_BASELINE for
+// jira/get_issue), never DRIFT_ON_USED_FIELDS for that agent; a drift of
+// github's get_issue is, for github/get_issue, and every guard (Go client,
+// POST /v1/guard, toolsentry guard) answers per tool.
+func TestServeTwoServersGetIssue(t *testing.T) {
+	s := startServe(t, "")
+	ctx := testCtx(t, 90*time.Second)
+	nc, err := nats.Connect(s.natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	var names events.Names
+	emitList := func(server, list string) {
+		t.Helper()
+		if out, errOut, code := runCtx(ctx, list, "emit", "--server", server, "--nats-url", s.natsURL); code != 0 {
+			t.Fatalf("emit --server %s: exit %d, %s %s", server, code, out, errOut)
+		}
+	}
+	waitVerdict := func(what string, ok func(*events.SchemaVerdict) bool) {
+		t.Helper()
+		t.Logf("waiting: %s", what)
+		consumerWait(t, func() bool {
+			for _, sv := range schemaVerdictsOf(t, ctx, js, names) {
+				if ok(sv) {
+					return true
+				}
+			}
+			return false
+		})
+	}
+
+	agent, err := publisher.NewAgent(ctx, nc, publisher.AgentOptions{AgentID: "triage-bot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer agent.Close(ctx)
+
+	emitList("github", githubToolsList)
+	waitVerdict("github/get_issue is new", func(sv *events.SchemaVerdict) bool {
+		return sv.ToolID == "github/get_issue" && sv.Verdict == guards.NoBaseline
+	})
+	if err := agent.Emit(publisher.Invocation{Server: "github", Tool: "get_issue", Arguments: json.RawMessage(githubCall), Outcome: &events.Outcome{Status: "ok"}}); err != nil {
+		t.Fatal(err)
+	}
+	consumerWait(t, func() bool { return agent.Stats().Published == 1 })
+	emitList("jira", jiraToolsList)
+	waitVerdict("jira/get_issue is new", func(sv *events.SchemaVerdict) bool {
+		return sv.ToolID == "jira/get_issue" && sv.Verdict == guards.NoBaseline
+	})
+	emitList("github", githubToolsListV2)
+	waitVerdict("github/get_issue drifted for triage-bot", func(sv *events.SchemaVerdict) bool {
+		return sv.ToolID == "github/get_issue" && sv.AgentID == "triage-bot" && sv.Verdict == guards.DriftOnUsedFields
+	})
+	for _, sv := range schemaVerdictsOf(t, ctx, js, names) {
+		if sv.ToolID != "github/get_issue" && sv.ToolID != "jira/get_issue" {
+			t.Errorf("a verdict about %q: %+v", sv.ToolID, sv)
+		}
+		if sv.ToolID == "jira/get_issue" && (sv.Verdict != guards.NoBaseline || sv.AgentID != "") {
+			t.Errorf("jira's get_issue: %s for %q", sv.Verdict, sv.AgentID)
+		}
+	}
+
+	const migrated = `{"issueNumber":42,"owner":"acme","repo":"web"}`
+	consumerWait(t, func() bool {
+		d, err := agent.Decide(ctx, "github/get_issue", json.RawMessage(githubCall))
+		return err == nil && d.Migrated
+	})
+	for _, body := range []string{
+		`{"agent_id":"triage-bot","server":"github","tool_id":"get_issue","arguments":` + githubCall + `}`,
+		`{"agent_id":"triage-bot","tool_id":"github/get_issue","arguments":` + githubCall + `}`,
+	} {
+		code, m := postGuard(t, s.httpAddr, body)
+		if code != 200 || m["action"] != string(guards.ActionMigrate) || compactJSON(t, m["arguments"]) != migrated {
+			t.Errorf("POST /v1/guard %s: %d %v", body, code, m)
+		}
+	}
+	jira := `{"issueIdOrKey":"OPS-1"}`
+	if code, m := postGuard(t, s.httpAddr, `{"agent_id":"triage-bot","server":"jira","tool_id":"get_issue","arguments":`+jira+`}`); code != 200 || m["action"] != string(guards.ActionProceed) || compactJSON(t, m["arguments"]) != jira {
+		t.Errorf("POST /v1/guard for jira's get_issue: %d %v", code, m)
+	}
+	if out, errOut, code := runCtx(ctx, githubCall, "guard", "--agent", "triage-bot", "--server", "github", "--tool", "get_issue", "--nats-url", s.natsURL); code != 0 || out != migrated+"\n" {
+		t.Errorf("guard --server github: exit %d, %q, %s", code, out, errOut)
+	}
+	if out, errOut, code := runCtx(ctx, jira, "guard", "--agent", "triage-bot", "--server", "jira", "--tool", "get_issue", "--nats-url", s.natsURL); code != 0 || out != jira+"\n" {
+		t.Errorf("guard --server jira: exit %d, %q, %s", code, out, errOut)
+	}
+	if _, err := agent.Guard(ctx, "jira/get_issue", json.RawMessage(jira)); errors.Is(err, publisher.ErrHalt) {
+		t.Errorf("Guard of jira/get_issue: %v", err)
+	}
+	// A bad server is a bad request.
+	if code, m := postGuard(t, s.httpAddr, `{"agent_id":"triage-bot","server":"gith\u0000ub","tool_id":"`+strings.Repeat("x", 600)+`","arguments":{}}`); code != 400 || m["error"] == "" {
+		t.Errorf("POST /v1/guard with an id too long: %d %v", code, m)
+	}
+}
