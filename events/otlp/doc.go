@@ -14,7 +14,9 @@
 // "tools/call" (named "tools/call {gen_ai.tool.name}"), is one invocation
 // (io.toolsentry.tool.invocation.v1):
 //
-//	tool_id         gen_ai.tool.name (else the tool in the span name)
+//	tool_id         gen_ai.tool.name (else the tool in the span name), qualified
+//	                with its server when the span or its MCP partner names one
+//	                in mcp.server.name (events.QualifiedToolID: server/tool)
 //	agent_id        gen_ai.agent.name of the nearest enclosing invoke_agent span,
 //	                else the span's own gen_ai.agent.name, else the resource's service.name
 //	argument_types  the paths and JSON types of gen_ai.tool.call.arguments (structured,
@@ -52,7 +54,16 @@
 // Tool definitions. gen_ai.tool.definitions (on inference and agent spans:
 // a list of {type, name, description, parameters, response}, structured or
 // a JSON string) becomes one schema observation per tool, an MCP Tool with
-// inputSchema = parameters and outputSchema = response.
+// inputSchema = parameters and outputSchema = response. Definitions name no
+// MCP server, so their tools keep bare ids: where call spans name their
+// server, list its tools with the MCP proxy or `toolsentry emit --server`
+// too, so that the calls meet the baselines of the server's tools.
+//
+// MCP servers. OpenTelemetry's MCP conventions have no attribute that names
+// an MCP server as its serverInfo.name does (client spans carry the network
+// peer, server.address and server.port); the receiver reads
+// mcp.server.name, which MCP clients' instrumentation emits, on a call span
+// or its MCP partner. A call without it keeps the tool's bare id.
 //
 // Provider. gen_ai.provider.name, or the deprecated gen_ai.system, of the
 // span (for a tool call: else of its agent span) travels as the CloudEvents

@@ -37,8 +37,19 @@ const (
 	AttrSystem          = "gen_ai.system" // deprecated for gen_ai.provider.name
 	AttrErrorType       = "error.type"
 	AttrMCPMethodName   = "mcp.method.name"
-	AttrServiceName     = "service.name"
-	AttrCompositionID   = "toolsentry.composition.id"
+	// AttrMCPServerName names the MCP server of a tool call span, as
+	// serverInfo.name does. It is not an OpenTelemetry semantic
+	// convention: the conventions' MCP registry (semconv v1.40.0, now
+	// in the GenAI conventions repository) has mcp.method.name,
+	// mcp.protocol.version, mcp.resource.uri and mcp.session.id, and
+	// MCP client spans carry only the network peer, server.address and
+	// server.port, which name a host, not the server a tools/list came
+	// from. mcp.server.name is what MCP clients' own instrumentation
+	// emits (OpenAI Codex's MCP tool spans, for one), so a call span
+	// that has it names the server's tool (events.QualifiedToolID).
+	AttrMCPServerName = "mcp.server.name"
+	AttrServiceName   = "service.name"
+	AttrCompositionID = "toolsentry.composition.id"
 
 	EventEvaluationResult = "gen_ai.evaluation.result"
 	AttrEvaluationLabel   = "gen_ai.evaluation.score.label"
@@ -424,6 +435,12 @@ func (t *translation) call(sp *span, partners []*span) (*call, error) {
 		return nil, fmt.Errorf("a tool span without %s", AttrToolName)
 	}
 	all := append([]*span{sp}, partners...)
+	for _, s := range all {
+		if server := s.str(AttrMCPServerName); server != "" {
+			c.tool = events.QualifiedToolID(server, c.tool)
+			break
+		}
+	}
 	for _, s := range all {
 		if v, ok := s.attrs[AttrToolCallArgs]; ok {
 			args, err := argumentTypes(v)

@@ -208,6 +208,26 @@ func TestTranslate(t *testing.T) {
 			},
 		},
 		{
+			name:  "an MCP span that names its server (mcp.server.name) calls the server's tool",
+			spans: []*tracepb.Span{sp(1, 0, "tools/call get_issue", 0, 20, mcpCall, kv(AttrMCPServerName, "github"))},
+			want:  []string{"invocation " + spanID(1) + " tool=github/get_issue agent=svc status=ok"},
+		},
+		{
+			name: "the MCP partner's server names the call; two servers' get_issue are two tools",
+			spans: []*tracepb.Span{
+				sp(1, 0, "invoke_agent triage-bot", 0, 100, opAgent, kv(AttrAgentName, "triage-bot")),
+				sp(2, 1, "execute_tool get_issue", 10, 20, opTool, kv(AttrToolName, "get_issue")),
+				sp(3, 2, "tools/call get_issue", 11, 19, mcpCall, kv(AttrToolName, "get_issue"), kv(AttrMCPServerName, "github")),
+				sp(4, 1, "execute_tool get_issue", 30, 40, opTool, kv(AttrToolName, "get_issue"), kv(AttrToolCallID, "c2")),
+				sp(5, 0, "tools/call get_issue", 31, 39, mcpCall, kv(AttrToolCallID, "c2"), kv(AttrMCPServerName, "jira")),
+			},
+			want: []string{
+				"invocation " + spanID(2) + " tool=github/get_issue agent=triage-bot status=ok",
+				"invocation " + spanID(4) + " tool=jira/get_issue agent=triage-bot status=ok",
+				"observed " + spanID(1) + ` composition=triage-bot agent=triage-bot success=true structure={"chain":["github/get_issue","jira/get_issue"]}`,
+			},
+		},
+		{
 			name:  "an MCP span alone is a call",
 			spans: []*tracepb.Span{sp(1, 0, "tools/call a", 0, 20, mcpCall)},
 			want:  []string{"invocation " + spanID(1) + " tool=a agent=svc status=ok"},
