@@ -61,8 +61,12 @@ every event was published, 1 when an event was invalid (even with
 --keep-going) or not acknowledged, 2 on a usage error.
 
 Flags (they may come before or after the files):
-  --server NAME   the MCP server a tools/list result came from: the key of its
-                  schema observation (default: none; required for tools/list)
+  --server NAME   the MCP server the input came from: the key of a tools/list
+                  result's schema observation, whose tools are NAME/TOOL; the
+                  tool_id of invocations, contracts and one tool's
+                  observations is the tool's name on NAME and becomes
+                  NAME/tool_id (default: none, tool_id is published as
+                  written; required for tools/list)
   --mcp-tools FILE  a file ("-": standard input) of MCP tools/list results
                   only, bare or in their JSON-RPC responses, one per page:
                   each becomes a schema observation of --server, whose
@@ -506,7 +510,43 @@ func (r *emitReader) cloudEvent(raw json.RawMessage) (events.Message, error) {
 	if err != nil {
 		return events.Message{}, err
 	}
+	if r.server != "" {
+		if err := onServer(&ev, r.server); err != nil {
+			return events.Message{}, err
+		}
+	}
 	return r.names.Encode(ev)
+}
+
+// onServer makes the tool of a tool-keyed event (an invocation, a contract,
+// one tool's schema observation) the --server's: its tool_id is taken as
+// the tool's name on that server, and becomes the qualified id
+// (events.QualifiedToolID), as the tools of a tools/list of --server are.
+// The attribute subject, when set, is the key and follows it. Other events
+// (tools/list results, which carry their server, workflows) are left as
+// they are.
+func onServer(ev *events.Event, server string) error {
+	var id *string
+	switch {
+	case ev.Invocation != nil:
+		id = &ev.Invocation.ToolID
+	case ev.Contract != nil:
+		id = &ev.Contract.ToolID
+	case ev.SchemaObserved != nil && !ev.SchemaObserved.IsList():
+		obs := ev.SchemaObserved
+		if obs.Server != "" && obs.Server != server {
+			return fmt.Errorf("the observation's server %q is not --server %q", obs.Server, server)
+		}
+		obs.Server = server
+		id = &obs.ToolID
+	default:
+		return nil
+	}
+	*id = events.QualifiedToolID(server, *id)
+	if ev.Subject != "" {
+		ev.Subject = *id
+	}
+	return nil
 }
 
 // toolsList wraps an MCP tools/list result into a schema observation of

@@ -94,6 +94,16 @@ func TestEmitInputForms(t *testing.T) {
 			want:  []want{{"toolsentry.telemetry.schema.fs=2Elocal", ""}},
 		},
 		{
+			name: "CloudEvents with --server name that server's tools",
+			args: []string{"--server", "crm-mcp", "testdata/emit/invocation.json", "testdata/emit/events.jsonl"},
+			want: []want{
+				{"toolsentry.telemetry.invocation.crm-mcp/crm=2Elookup", "inv-1"},
+				{"toolsentry.telemetry.schema.crm-mcp/crm=2Elookup", "obs-1"},
+				{"toolsentry.telemetry.contract.crm-mcp/crm=2Elookup", "con-1"},
+				{"toolsentry.telemetry.workflow.checkout", "wf-1"},
+			},
+		},
+		{
 			name: "several files, mixed",
 			args: []string{"testdata/emit/invocation.json", "testdata/emit/array.json"},
 			want: []want{
@@ -305,6 +315,9 @@ func TestEmitReaderLocatesProblems(t *testing.T) {
 		{"JSON-RPC error", `{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"no"}}`, "", 0, []string{"x:1: a JSON-RPC error response"}},
 		{"tools/list without --server", `{"tools": []}`, "", 0, []string{"x:1: an MCP tools/list result needs --server"}},
 		{"tools/list with --server", `{"tools": []}`, "srv", 1, nil},
+		{"one tool of another server than --server", `{"specversion":"1.0","id":"o","source":"s","type":"io.toolsentry.tool.schema.observed.v1","data":{"tool_id":"t","version":"1","server":"jira","tool":{"name":"t","inputSchema":{"type":"object"}}}}`, "github", 0, []string{`x:1: the observation's server "jira" is not --server "github"`}},
+		{"--server qualifies the subject attribute too", `{"specversion":"1.0","id":"i","source":"s","subject":"t","type":"io.toolsentry.tool.invocation.v1","data":{"agent_id":"a","tool_id":"t"}}`, "github", 1, nil},
+		{"--server makes an id too long", `{"specversion":"1.0","id":"i","source":"s","type":"io.toolsentry.tool.invocation.v1","data":{"agent_id":"a","tool_id":"` + strings.Repeat("t", 128) + `"}}`, "github", 0, []string{"x:1: ", "tool_id"}},
 		{"tools/list with a bad tool", `{"tools": [{"name": "x"}]}`, "srv", 0, []string{"x:1: tools/list result: data does not match its schema"}},
 		{"verdict", `{"specversion":"1.0","id":"v","source":"s","type":"io.toolsentry.verdict.schema.v1","data":{}}`, "", 0, []string{"x:1: type \"io.toolsentry.verdict.schema.v1\" is a verdict"}},
 		{"unknown type", `{"specversion":"1.0","id":"v","source":"s","type":"com.example.x","data":{}}`, "", 0, []string{"x:1: unknown event type"}},
