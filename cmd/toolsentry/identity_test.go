@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -133,5 +134,91 @@ func TestServeTwoServersGetIssue(t *testing.T) {
 	// A bad server is a bad request.
 	if code, m := postGuard(t, s.httpAddr, `{"agent_id":"triage-bot","server":"gith\u0000ub","tool_id":"`+strings.Repeat("x", 600)+`","arguments":{}}`); code != 400 || m["error"] == "" {
 		t.Errorf("POST /v1/guard with an id too long: %d %v", code, m)
+	}
+}
+
+// TestServeKeepsBareToolIDsAcrossUpgrade: a data directory holds what the
+// version before qualified tool ids wrote: github's get_issue observed
+// under its bare name (the per-tool observation that version split out of
+// a tools/list, with server github) and an agent's bare invocation. serve
+// restarted on it keeps that baseline and usage: a drift of the bare tool
+// is still judged against them. github's next tools/list names the
+// server's tool, new under github/get_issue.
+func TestServeKeepsBareToolIDsAcrossUpgrade(t *testing.T) {
+	dataDir := t.TempDir()
+	s := startServe(t, dataDir)
+	ctx := testCtx(t, 90*time.Second)
+	var names events.Names
+	natsURL := s.natsURL
+	publish := func(msg events.Message, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc, err := nats.Connect(natsURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		js, _ := jetstream.New(nc)
+		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: msg.Subject, Header: nats.Header(msg.Header), Data: msg.Data}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	observeBare := func(id, inputSchema string) {
+		t.Helper()
+		publish(names.NewSchemaObserved(events.Meta{ID: id, Source: "toolsentry"}, events.SchemaObserved{
+			ToolID: "get_issue", Version: "unversioned", Server: "github",
+			Tool: &events.MCPTool{Name: "get_issue", InputSchema: json.RawMessage(inputSchema)}}))
+	}
+	const v1 = `{"type":"object","properties":{"owner":{"type":"string"},"repo":{"type":"string"},"issue_number":{"type":"integer"}},"required":["owner","repo","issue_number"]}`
+	const v2 = `{"type":"object","properties":{"owner":{"type":"string"},"repo":{"type":"string"},"issueNumber":{"type":"integer"}},"required":["owner","repo","issueNumber"]}`
+	observeBare("old-1", v1)
+	args, err := events.FieldTypesOf(json.RawMessage(githubCall))
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish(names.NewInvocation(events.Meta{ID: "old-2", Source: "agents/triage-bot"}, events.Invocation{AgentID: "triage-bot", ToolID: "get_issue", ArgumentTypes: args}))
+	nc, err := nats.Connect(s.natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	consumerWait(t, func() bool {
+		kv, err := js.KeyValue(ctx, names.UsageBucket())
+		if err != nil {
+			return false
+		}
+		key, _ := events.KVKey("get_issue", "triage-bot")
+		_, err = kv.Get(ctx, key)
+		return err == nil
+	})
+	nc.Close()
+	s.stop(t)
+
+	s2 := startServe(t, dataDir)
+	nc2, err := nats.Connect(s2.natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc2.Close()
+	js2, _ := jetstream.New(nc2)
+	natsURL = s2.natsURL
+	observeBare("after-1", v2)
+	if out, errOut, code := runCtx(ctx, githubToolsList, "emit", "--server", "github", "--nats-url", s2.natsURL); code != 0 {
+		t.Fatalf("emit --server github: exit %d, %s %s", code, out, errOut)
+	}
+	var got []string
+	consumerWait(t, func() bool {
+		got = got[:0]
+		for _, sv := range schemaVerdictsOf(t, ctx, js2, names) {
+			got = append(got, sv.ToolID+" "+sv.AgentID+" "+string(sv.Verdict))
+		}
+		return len(got) == 3
+	})
+	slices.Sort(got) // two lanes: their verdicts interleave in any order
+	want := []string{"get_issue  NO_BASELINE", "get_issue triage-bot DRIFT_ON_USED_FIELDS", "github/get_issue  NO_BASELINE"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("verdicts:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
