@@ -76,7 +76,8 @@ type BenchMixCounts struct {
 // memory than one of a thousand.
 //
 //   - Schema observations (8%) go round the tools. The first observation of
-//     a tool has no baseline, the second matches it; from the third on every
+//     a tool has no baseline, the second repeats it (counted, no verdict);
+//     from the third on every
 //     eighth tool has drifted: a required field renamed, a type changed, a
 //     default flipped, or an optional field added that no agent uses.
 //   - Invocations (about 90%) come from the agents, each calling its own

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -215,7 +216,10 @@ func TestDirectivesDeadLetterJunkVerdicts(t *testing.T) {
 
 // TestDirectivesIgnoreARepeatedVerdict: a SCHEMA_MATCH after a SCHEMA_MATCH
 // tells agents nothing new, so the directive in force is not rewritten (its
-// watchers are not woken); a verdict that changes the instruction is.
+// watchers are not woken); a verdict that changes the instruction is. The
+// core no longer publishes a match per repeated observation, but a verdict
+// stream written by an earlier version holds them: they are published here
+// as it wrote them.
 func TestDirectivesIgnoreARepeatedVerdict(t *testing.T) {
 	_, url := natstest.RunServer(t)
 	w := startWorker(t, url)
@@ -224,12 +228,26 @@ func TestDirectivesIgnoreARepeatedVerdict(t *testing.T) {
 	toolKey, _ := events.SchemaDirectiveKey(tool, "")
 
 	publish(t, w.js, observation(t, tool, crmV1))
-	waitDirective(t, kv, toolKey, "NO_BASELINE", func(d events.Directive) bool { return d.Verdict.Name == "NO_BASELINE" })
-	publish(t, w.js, observation(t, tool, crmV1))
+	nb := waitDirective(t, kv, toolKey, "NO_BASELINE", func(d events.Directive) bool { return d.Verdict.Name == "NO_BASELINE" })
+	fp := nb.ToFingerprint
+	m := guards.EvaluateSchema(guards.ToolSchema{ToolID: tool, Version: "1", SchemaFingerprint: fp}, &guards.SchemaBaseline{BaselineFingerprint: fp})
+	match := func(i int) events.Message {
+		msg, err := names.NewSchemaVerdict(events.SchemaVerdict{
+			Verdict: m.Verdict, Directive: m.Directive, ManifestDigest: m.ManifestDigest, ToolID: tool, Version: "1",
+			BaselineFingerprint: fp, CurrentFingerprint: fp, Changes: json.RawMessage(`[]`), Affected: json.RawMessage(`[]`),
+			Migration: json.RawMessage(`{"steps":[],"blocked":null}`), GuardVersion: guards.Version,
+			InputEventID: fmt.Sprintf("earlier-%d", i), InputSubject: "toolsentry.telemetry.schema.crm=2Elookup", InputSequence: uint64(100 + i),
+		}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return msg
+	}
+	publish(t, w.js, match(0))
 	first := waitDirective(t, kv, toolKey, "SCHEMA_MATCH", func(d events.Directive) bool { return d.Verdict.Name == "SCHEMA_MATCH" })
 	_, rev := readDirective(t, kv, toolKey)
-	for range 3 {
-		publish(t, w.js, observation(t, tool, crmV1))
+	for i := range 3 {
+		publish(t, w.js, match(i+1))
 	}
 	publish(t, w.js, observation(t, tool, crmLimitRemoved)) // no usage known: DRIFT_ON_UNUSED_FIELDS
 	d := waitDirective(t, kv, toolKey, "the drift", func(d events.Directive) bool { return d.Verdict.Name == "DRIFT_ON_UNUSED_FIELDS" })

@@ -322,21 +322,27 @@ func TestEndToEndRestartLosesNothingAndRepeatsNothing(t *testing.T) {
 	// The same input published again (an agent's retry): the telemetry stream
 	// drops the duplicate id, so no verdict is repeated.
 	publish(t, w2.js, drift)
-	// A new observation of the drifted tool: the held baseline survived the
-	// restart, so it is drift again, not NO_BASELINE.
+	// A new observation of the drifted tool: the held drift survived the
+	// restart, so it is the drift already reported (no verdict), and the
+	// tool's revert is judged against the held baseline: SCHEMA_MATCH, not
+	// NO_BASELINE.
 	publish(t, w2.js, observation(t, "crm.lookup", crmRenamed))
+	publish(t, w2.js, observation(t, "crm.lookup", crmV1))
 	verdicts := waitVerdicts(t, w2.js, 3)
 	waitSettled(t, w2.js)
 	if len(verdicts) != 3 {
 		t.Fatalf("%d verdicts, want 3", len(verdicts))
 	}
-	if v := verdicts[2].SchemaVerdict; v.Verdict != guards.DriftOnUsedFields || v.AgentID != "agent-a" {
+	if v := verdicts[1].SchemaVerdict; v.Verdict != guards.DriftOnUsedFields || v.AgentID != "agent-a" {
+		t.Errorf("before restart: %+v", v)
+	}
+	if v := verdicts[2].SchemaVerdict; v.Verdict != guards.SchemaMatch || v.AgentID != "" {
 		t.Errorf("after restart: %+v", v)
 	}
-	// 4 inputs (the retry deduplicated) and the 2 quality checkpoints the
-	// worker published for the 2 versions it observed first.
-	if n := streamCount(t, w2.js, "TOOLSENTRY_TELEMETRY"); n != 6 {
-		t.Errorf("telemetry stream holds %d messages, want 6 (the retry deduplicated)", n)
+	// 5 inputs (the retry deduplicated) and the 3 quality checkpoints the
+	// worker published for the versions it came to observe.
+	if n := streamCount(t, w2.js, "TOOLSENTRY_TELEMETRY"); n != 8 {
+		t.Errorf("telemetry stream holds %d messages, want 8 (the retry deduplicated)", n)
 	}
 }
 

@@ -573,7 +573,7 @@ func TestReplayComparesFromTheFirstRemainingVerdict(t *testing.T) {
 	if err := streamOf(t, w.js, "TOOLSENTRY_VERDICTS").Purge(context.Background(), jetstream.WithPurgeSequence(2)); err != nil {
 		t.Fatal(err)
 	}
-	publish(t, w.js, observation(t, "crm.lookup", crmRenamed))
+	publish(t, w.js, observation(t, "crm.lookup", crmV1)) // 6: back to the baseline, one SCHEMA_MATCH
 	waitHandled(t, w.js)
 	rep := replay(t, w.js, consumer.ReplayOptions{})
 	// The window starts after the first remaining verdict (of input 4): at
@@ -581,7 +581,7 @@ func TestReplayComparesFromTheFirstRemainingVerdict(t *testing.T) {
 	// before the verdict (the worker publishes both at once). The
 	// checkpoint has no verdict of its own, so both windows compare the same.
 	if from := rep.Window.FromSeq; !rep.VerdictsTruncated || rep.VerdictsFirstTime == nil || (from != 5 && from != 6) ||
-		rep.InputsReplayed != 6 || rep.InputsCompared != int(7-from) {
+		rep.InputsReplayed != 7 || rep.InputsCompared != int(8-from) { // 6's checkpoint is 7
 		t.Errorf("verdicts truncated %v, window from %d, replayed %d, compared %d", rep.VerdictsTruncated, rep.Window.FromSeq, rep.InputsReplayed, rep.InputsCompared)
 	}
 	if len(rep.Differences) != 0 || rep.Matched != 1 {

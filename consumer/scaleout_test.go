@@ -81,7 +81,9 @@ func scaleInputs(t *testing.T, rounds, tools int) [][]events.Message {
 		`{"type":"object","properties":{"userId":{"type":"string"},"limit":{"type":"integer"}},"required":["userId"]}`,
 		`{"type":"object","properties":{"user_id":{"type":"string"},"limit":{"type":"string"}},"required":["user_id"]}`,
 	}
-	pattern := []int{0, 0, 1, 1, 0, 2, 2, 0}
+	// Every observation presents another version than the tool's last
+	// (a repeat publishes no verdict), so that each yields exactly one.
+	pattern := []int{0, 1, 2, 0, 2, 1}
 	base := time.Date(2026, 10, 3, 10, 0, 0, 0, time.UTC)
 	out := make([][]events.Message, rounds)
 	for r := range rounds {
@@ -383,13 +385,10 @@ func checkScaleVerdicts(t *testing.T, js jetstream.JetStream, rounds [][]events.
 			}
 		}
 	}
-	for _, k := range []guards.SchemaVerdict{guards.NoBaseline, guards.SchemaMatch} {
+	for _, k := range []guards.SchemaVerdict{guards.NoBaseline, guards.DriftOnUnusedFields} {
 		if kinds[k] == 0 {
 			t.Errorf("no %s verdict among %v: the inputs do not exercise the guard", k, kinds)
 		}
-	}
-	if len(kinds) < 3 {
-		t.Errorf("verdicts %v: want drift verdicts too", kinds)
 	}
 	if n := streamCount(t, js, "TOOLSENTRY_DLQ"); n != 0 {
 		problems = append(problems, fmt.Sprintf("%d dead letters", n))

@@ -213,7 +213,7 @@ func TestAgentAdaptsToDriftWithoutRestart(t *testing.T) {
 
 // TestAgentMigrationSurvivesBaselineAccept: accepting the renamed schema as
 // the baseline keeps the agent's migration (it still sends user_id), and a
-// new observation of the accepted version (SCHEMA_MATCH) keeps it too.
+// new observation of the accepted version (a repeat: no verdict) keeps it too.
 func TestAgentMigrationSurvivesBaselineAccept(t *testing.T) {
 	l := startLoop(t)
 	a := l.agent("billing-7", publisher.AgentOptions{})

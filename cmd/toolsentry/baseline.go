@@ -40,7 +40,9 @@ DRIFT_ON_USED_FIELDS verdict) until an operator accepts the new version.
            (shortened), whether drift is held for acceptance, the current
            version and the stream sequence of the last observation applied
   show     the tool's record as indented JSON: baseline, current and recent
-           versions with their MCP Tool objects
+           versions with their MCP Tool objects; "seen" counts the
+           observations of the current version (repeats publish no
+           verdict), "last_seen" is the time of the last one
   accept   make the current version the baseline and release the hold. The
            write is a compare-and-set on the record's revision, retried when
            serve writes the record at the same time; if the current version

@@ -71,8 +71,9 @@ phase.
 
 Throughput is events divided by the time from the first publish until every
 event has been handled and acknowledged. Latency is measured for the schema
-observations (each yields at least one verdict): from its publish until the
-verdict stream stored its first verdict (the stream's own timestamp). The
+observations: from its publish until the first thing it stored (the
+stream's own timestamp): its first verdict, or the baseline record that
+counted it when it repeats the tool's version and publishes no verdict. The
 full-speed pipeline's latency is reported too; it includes the backlog that
 a publisher faster than the consumer builds. The latency phase is also
 reported "after the first pass": from the first event after every tool has
@@ -180,7 +181,7 @@ type benchReport struct {
 	SteadyFromEvent         int                `json:"steady_from_event"`            // the first event after every tool was observed once
 	Rate                    float64            `json:"rate"`                         // events/s asked of the latency phase
 	RateAchieved            float64            `json:"rate_achieved"`                // events/s the latency phase handled
-	LatencySamples          int                `json:"latency_samples"`              // schema observations matched to their first verdict
+	LatencySamples          int                `json:"latency_samples"`              // schema observations matched to their first verdict or baseline write
 	MaxRateP50MS            float64            `json:"max_rate_p50_ms"`              // latency at full speed, backlog included
 	MaxRateP99MS            float64            `json:"max_rate_p99_ms"`              // the same, p99
 	SchemaVerdicts          int64              `json:"schema_verdicts"`              // stored by the full-speed pipeline
@@ -838,7 +839,7 @@ func (env benchEnv) run(ctx context.Context, phase string, mix *consumer.BenchMi
 			return res, err
 		}
 		defer wc.Close()
-		stopWatch, err := lat.watch(ctx, wc, resources.Config.VerdictsStream())
+		stopWatch, err := lat.watch(ctx, wc, resources.Config.VerdictsStream(), "KV_"+resources.Config.BaselinesBucket())
 		if err != nil {
 			return res, err
 		}
@@ -957,7 +958,9 @@ func benchSettled(ctx context.Context, res *consumer.Resources) error {
 	}
 }
 
-// benchLatency matches verdicts to the schema observations they answer.
+// benchLatency matches the schema observations to the first thing each
+// stored: its first verdict, or the baseline record that counted it (an
+// observation that repeats the tool's version publishes no verdict).
 type benchLatency struct {
 	mix        *consumer.BenchMix
 	hist       *benchHist
@@ -965,8 +968,10 @@ type benchLatency struct {
 	steadyFrom int
 
 	mu       sync.Mutex
-	sent     map[int]int64 // event index → publish time (unix ns), until its first verdict
-	received int           // verdicts seen
+	sent     map[int]int64    // event index → publish time (unix ns), until answered
+	subject  map[int]string   // event index → subject, while in sent
+	pending  map[string][]int // subject → the indices in sent, in order
+	received int              // verdicts seen
 }
 
 // recordSent records the publish time of a schema observation.
@@ -977,49 +982,90 @@ func (l *benchLatency) recordSent(i int, ev consumer.BenchEvent) {
 	now := time.Now().UnixNano()
 	l.mu.Lock()
 	l.sent[i] = now
+	if l.pending == nil {
+		l.subject, l.pending = map[int]string{}, map[string][]int{}
+	}
+	l.subject[i] = ev.Subject
+	l.pending[ev.Subject] = append(l.pending[ev.Subject], i)
 	l.mu.Unlock()
 }
 
-// watch follows the verdict stream with an ordered consumer.
-func (l *benchLatency) watch(ctx context.Context, nc *nats.Conn, stream string) (stop func(), err error) {
+// watch follows the verdict stream and the baselines bucket's stream with
+// ordered consumers.
+func (l *benchLatency) watch(ctx context.Context, nc *nats.Conn, verdicts, baselines string) (stop func(), err error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
 	}
-	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		return nil, fmt.Errorf("following %s: %w", stream, err)
+	var stops []func()
+	stop = func() {
+		for _, s := range stops {
+			s()
+		}
 	}
-	cc, err := cons.Consume(l.verdict)
-	if err != nil {
-		return nil, fmt.Errorf("following %s: %w", stream, err)
+	for _, f := range []struct {
+		stream string
+		handle func(jetstream.Msg)
+	}{{verdicts, l.verdict}, {baselines, l.baseline}} {
+		cons, err := js.OrderedConsumer(ctx, f.stream, jetstream.OrderedConsumerConfig{})
+		if err != nil {
+			stop()
+			return nil, fmt.Errorf("following %s: %w", f.stream, err)
+		}
+		cc, err := cons.Consume(f.handle)
+		if err != nil {
+			stop()
+			return nil, fmt.Errorf("following %s: %w", f.stream, err)
+		}
+		stops = append(stops, cc.Stop)
 	}
-	return cc.Stop, nil
+	return stop, nil
 }
 
 func (l *benchLatency) verdict(msg jetstream.Msg) {
+	l.mu.Lock()
+	l.received++
+	l.mu.Unlock()
+	l.answered(msg, benchInputEventID(msg.Data()))
+}
+
+func (l *benchLatency) baseline(msg jetstream.Msg) {
+	l.answered(msg, benchJSONString(msg.Data(), "last_event_id"))
+}
+
+// answered records the latency of the observation eventID and of the
+// earlier ones of the same tool still unanswered: a tool's inputs are
+// applied in order, and consecutive ones in one batch store once.
+func (l *benchLatency) answered(msg jetstream.Msg, eventID string) {
 	md, err := msg.Metadata()
 	if err != nil {
 		return
 	}
-	i, ok := l.mix.Index(benchInputEventID(msg.Data()))
+	i, ok := l.mix.Index(eventID)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.received++
-	if !ok {
+	if _, waiting := l.sent[i]; !ok || !waiting {
 		return
 	}
-	if t, ok := l.sent[i]; ok {
-		delete(l.sent, i)
-		d := time.Duration(md.Timestamp.UnixNano() - t)
+	subject := l.subject[i]
+	idx := l.pending[subject]
+	n := 0
+	for n < len(idx) && idx[n] <= i {
+		j := idx[n]
+		d := time.Duration(md.Timestamp.UnixNano() - l.sent[j])
+		delete(l.sent, j)
+		delete(l.subject, j)
 		l.hist.add(d)
-		if i >= l.steadyFrom {
+		if j >= l.steadyFrom {
 			l.steady.add(d)
 		}
+		n++
 	}
+	l.pending[subject] = idx[n:]
 }
 
-// wait waits until every stored verdict has been seen.
+// wait waits until every stored verdict has been seen and every schema
+// observation answered.
 func (l *benchLatency) wait(ctx context.Context, verdicts jetstream.Stream) error {
 	info, err := verdicts.Info(ctx)
 	if err != nil {
@@ -1029,13 +1075,13 @@ func (l *benchLatency) wait(ctx context.Context, verdicts jetstream.Stream) erro
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		l.mu.Lock()
-		got := l.received
+		got, open := l.received, len(l.sent)
 		l.mu.Unlock()
-		if got >= want {
+		if got >= want && open == 0 {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d verdicts stored, %d received", want, got)
+			return fmt.Errorf("%d verdicts stored, %d received; %d schema observations with neither a verdict nor a baseline write seen", want, got, open)
 		}
 		select {
 		case <-time.After(20 * time.Millisecond):
@@ -1048,8 +1094,12 @@ func (l *benchLatency) wait(ctx context.Context, verdicts jetstream.Stream) erro
 // benchInputEventID finds data.input_event_id in a verdict's JSON without
 // decoding all of it: the verdicts are toolsentry's own encoding, compact,
 // and event ids need no escaping.
-func benchInputEventID(data []byte) string {
-	const key = `"input_event_id":"`
+func benchInputEventID(data []byte) string { return benchJSONString(data, "input_event_id") }
+
+// benchJSONString finds the string member name in compact JSON written by
+// toolsentry (the first one: names the caller knows to be unique).
+func benchJSONString(data []byte, name string) string {
+	key := `"` + name + `":"`
 	at := bytes.Index(data, []byte(key))
 	if at < 0 {
 		return ""

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolsentry/toolsentry/events"
 )
@@ -67,57 +68,52 @@ func TestInvocationWithOutcomeKeepsTheVerdictChainHead(t *testing.T) {
 	}
 }
 
-// A SCHEMA_MATCH that repeats the current version writes only the outcome
-// record (the verdict's chain head and the observation's sequence), and a
-// redelivery of it, acknowledged too late, is a no-op: no second verdict
-// linked to the first, which the stream would drop as a duplicate while
-// the chain head moved to it.
-func TestRepeatedVersionWritesOnlyTheChainHead(t *testing.T) {
+// An observation that repeats the current version publishes no verdict
+// and writes only the baseline record, which counts it; the chain head
+// stays where it was. A redelivery of it, acknowledged too late, is a
+// no-op.
+func TestRepeatedVersionIsCountedNotReported(t *testing.T) {
 	d := direct{t, New(Options{}), NewMemState()}
 	obs := func(version, tool string) string {
 		return fmt.Sprintf(`{"tool_id":"crm.lookup","version":%q,"tool":%s}`, version, tool)
 	}
 	d.apply(1, "schema", "crm.lookup", events.TypeSchemaObserved, obs("1", crmV1))
-	before, _ := d.st.Baseline("crm.lookup")
+	if rec, _ := d.st.Baseline("crm.lookup"); rec.Seen != 1 || rec.LastSeq != 1 {
+		t.Fatalf("first observation: seen %d, last_seq %d; want 1 and 1", rec.Seen, rec.LastSeq)
+	}
+	o1, _ := d.st.Outcomes("crm.lookup")
 
 	eff := d.apply(2, "schema", "crm.lookup", events.TypeSchemaObserved, obs("1", crmV1))
-	if len(eff.Verdicts) != 1 || !strings.Contains(eff.Verdicts[0].Subject, ".schema_match.") {
-		t.Fatalf("verdicts %+v, want one SCHEMA_MATCH", eff.Verdicts)
+	if len(eff.Verdicts) != 0 || len(eff.Telemetry) != 0 {
+		t.Fatalf("verdicts %+v, telemetry %+v: want none", eff.Verdicts, eff.Telemetry)
 	}
-	if len(eff.Writes) != 1 || eff.Writes[0].Bucket != Outcomes {
-		t.Fatalf("writes %+v, want the outcome record only", eff.Writes)
+	if len(eff.Writes) != 1 || eff.Writes[0].Bucket != Baselines {
+		t.Fatalf("writes %+v, want the baseline record only", eff.Writes)
 	}
-	o, _ := d.st.Outcomes("crm.lookup")
-	head, err := events.VerdictDigest(eff.Verdicts[0].Data)
-	if err != nil {
-		t.Fatal(err)
+	rec, _ := d.st.Baseline("crm.lookup")
+	if rec.Seen != 2 || rec.LastSeq != 2 || rec.LastEventID != "ev-2" || rec.Current.Seq != 1 || !rec.LastSeen.Equal(time.Date(2026, 10, 3, 10, 0, 0, 0, time.UTC)) {
+		t.Fatalf("baseline seen %d, last_seq %d, current seq %d, last seen %v; want 2, 2, 1 and the event's time", rec.Seen, rec.LastSeq, rec.Current.Seq, rec.LastSeen)
 	}
-	if o.Chain != head || o.ObservedSeq != 2 {
-		t.Fatalf("outcome record chain %q observed %d, want %q and 2", o.Chain, o.ObservedSeq, head)
-	}
-	if after, _ := d.st.Baseline("crm.lookup"); after.LastSeq != before.LastSeq || after.LastSeq != 1 {
-		t.Errorf("baseline last_seq %d, want it left at %d", after.LastSeq, before.LastSeq)
+	if o2, _ := d.st.Outcomes("crm.lookup"); *o2 != *o1 {
+		t.Errorf("outcome record %+v, want it left at %+v", o2, o1)
 	}
 
 	if again := d.apply(2, "schema", "crm.lookup", events.TypeSchemaObserved, obs("1", crmV1)); len(again.Verdicts) != 0 || len(again.Writes) != 0 {
-		t.Fatalf("the redelivered match gave %d verdicts and %d writes, want none", len(again.Verdicts), len(again.Writes))
-	}
-	if o2, _ := d.st.Outcomes("crm.lookup"); o2.Chain != head {
-		t.Errorf("chain head moved to %q on a redelivery", o2.Chain)
+		t.Fatalf("the redelivered repeat gave %d verdicts and %d writes, want none", len(again.Verdicts), len(again.Writes))
 	}
 
 	// The same fingerprint under another version label, or in another Tool
 	// object (with _meta, which is no part of the fingerprint), is
-	// recorded.
+	// recorded as the current version, and counted with it.
 	withMeta := strings.Replace(crmV1, `{"name":"lookup",`, `{"name":"lookup","_meta":{"build":"2026.10.3"},`, 1)
 	for i, next := range []string{obs("1.0.1", crmV1), obs("1.0.1", withMeta)} {
 		seq := uint64(3 + i)
 		eff := d.apply(seq, "schema", "crm.lookup", events.TypeSchemaObserved, next)
-		if len(eff.Verdicts) != 1 || !strings.Contains(eff.Verdicts[0].Subject, ".schema_match.") {
-			t.Fatalf("observation %d: verdicts %+v, want one SCHEMA_MATCH", seq, eff.Verdicts)
+		if len(eff.Verdicts) != 0 {
+			t.Fatalf("observation %d: verdicts %+v, want none", seq, eff.Verdicts)
 		}
-		if rec, _ := d.st.Baseline("crm.lookup"); rec.LastSeq != seq || rec.Current.Seq != seq {
-			t.Errorf("observation %d: baseline last_seq %d, current seq %d, want both %d", seq, rec.LastSeq, rec.Current.Seq, seq)
+		if rec, _ := d.st.Baseline("crm.lookup"); rec.LastSeq != seq || rec.Current.Seq != seq || rec.Seen != seq {
+			t.Errorf("observation %d: baseline last_seq %d, current seq %d, seen %d, want all %d", seq, rec.LastSeq, rec.Current.Seq, rec.Seen, seq)
 		}
 	}
 }

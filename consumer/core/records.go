@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
@@ -50,11 +51,17 @@ type BaselineRecord struct {
 	// Known are the recent distinct versions, newest last, Baseline and
 	// Current among them.
 	Known []ToolVersion `json:"known"`
-	// LastSeq is the stream sequence of the last observation that changed
-	// the record. An observation that only repeats the current version
-	// (SCHEMA_MATCH, nothing held) leaves the record as it is: the
-	// outcome record's ObservedSeq has the last observation applied.
-	LastSeq uint64 `json:"last_seq"`
+	// LastSeq is the stream sequence of the last observation applied,
+	// which makes its redelivery a no-op; LastEventID its CloudEvent id.
+	LastSeq     uint64 `json:"last_seq"`
+	LastEventID string `json:"last_event_id,omitempty"`
+	// Seen counts the observations of the current fingerprint since the
+	// tool came to present it, this one included: a repeat publishes no
+	// verdict (its pair was judged when it came), it is counted here.
+	// LastSeen is the time of the last observation (the event's; zero when
+	// it had none).
+	Seen     uint64    `json:"seen,omitempty"`
+	LastSeen time.Time `json:"last_seen,omitzero"`
 }
 
 // known returns the recorded version with fingerprint fp.
@@ -195,9 +202,10 @@ type OutcomeRecord struct {
 	// first copies (see redoWrites).
 	ChainSeq uint64 `json:"chain_seq,omitempty"`
 	// ObservedSeq is the stream sequence of the last schema observation of
-	// the tool applied. Every observation yields a verdict, so it is
-	// stored with the chain head it moves, also when the observation left
-	// the baseline record as it was (`baseline list` shows it).
+	// the tool that published a verdict, stored with the chain head it
+	// moved. (Versions before the baseline record counted repeats wrote
+	// only this for an observation that repeated the current version; the
+	// baseline record's LastSeq now has the last one applied.)
 	ObservedSeq uint64 `json:"observed_seq,omitempty"`
 }
 

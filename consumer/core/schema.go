@@ -18,15 +18,21 @@ const UnversionedTool = "unversioned"
 // tools/list result.
 //
 //   - No baseline: NO_BASELINE, and the observation becomes the baseline.
-//   - The baseline's fingerprint: SCHEMA_MATCH (and a held drift that was
-//     reverted is released).
+//   - The fingerprint the tool presented at its last observation (a new
+//     MCP session listing its tools again, a proxy re-listing after
+//     list_changed, a second proxy of the same server): nothing new to
+//     tell, so no verdict. The baseline record counts it (Seen, LastSeen).
+//   - The baseline's fingerprint after another one: SCHEMA_MATCH, and a
+//     held drift that was reverted is released.
 //   - Otherwise the diff against the baseline, one verdict per agent that
 //     uses the tool (its affected fields and migration), or one without
 //     agent when no usage is known. Drift that touches no agent's used
 //     surface advances the baseline; drift on used fields holds it until an
 //     operator accepts.
 //
-// Every observation yields its verdicts: they are the receipts.
+// So each (tool, agent, baseline fingerprint → current fingerprint) gets
+// one verdict when the tool comes to present it; an agent that starts to
+// use the tool later is judged by its invocations (applyInvocation).
 //
 // A tools/list result arrives on its server's subject, so in the server's
 // lane; its tools belong to their own lanes. It is split into one
@@ -82,16 +88,22 @@ func (c *Core) observeTool(st *overlay, in Input, toolID, version string, tool e
 	if found && prev.LastSeq >= in.Seq {
 		return nil // applied before this redelivery: its verdicts went out first
 	}
-	// An observation that repeats the current version writes nothing but
-	// the outcome record (see the SCHEMA_MATCH case below).
-	repeat := found && !prev.Held && prev.Baseline.Fingerprint == v.Fingerprint && sameVersion(prev.Current, v)
-	if o, ok := st.Outcomes(toolID); ok && o.ChainSeq >= in.Seq {
-		if repeat {
-			return nil // applied before this redelivery
+	if found && prev.Current.Fingerprint == v.Fingerprint {
+		// The version the tool presented last, again: its pair was judged
+		// when it came. Only the baseline record changes, to count it (one
+		// write, no verdict, whatever the chain head).
+		next := cloneBaseline(prev)
+		next.Seen = max(prev.Seen, 1) + 1 // a record from before Seen: its current version was seen once at least
+		next.LastSeen, next.LastSeq, next.LastEventID = in.Event.Time, in.Seq, in.Event.ID
+		if !sameVersion(prev.Current, v) { // another label or Tool object of the same fingerprint
+			next.Current = v
+			next.remember(v)
 		}
-		if o.ChainSeq == in.Seq {
-			defer redoWrites(eff, toolID)()
-		}
+		eff.Writes = append(eff.Writes, Write{Bucket: Baselines, IDs: []string{toolID}, Record: next})
+		return nil
+	}
+	if o, ok := st.Outcomes(toolID); ok && o.ChainSeq == in.Seq {
+		defer redoWrites(eff, toolID)()
 	}
 	schemaVerdict := func(m guards.SchemaManifest, agent, baselineFP string, rep *guards.DriftReport) events.SchemaVerdict {
 		sv := events.SchemaVerdict{
@@ -127,16 +139,10 @@ func (c *Core) observeTool(st *overlay, in Input, toolID, version string, tool e
 		}
 		next = &BaselineRecord{ToolID: toolID, Baseline: v, Current: v}
 	case prev.Baseline.Fingerprint == v.Fingerprint:
+		// Back to the baseline from another version.
 		m := guards.EvaluateSchema(current, &guards.SchemaBaseline{BaselineFingerprint: prev.Baseline.Fingerprint})
 		if err := c.verdict(st, eff, in, schemaVerdict(m, "", prev.Baseline.Fingerprint, nil)); err != nil {
 			return err
-		}
-		if repeat {
-			// Nothing to record but this observation's sequence and id,
-			// and the outcome record, written for the verdict's chain
-			// head, keeps the sequence: the most common observation costs
-			// one write, not two.
-			return nil
 		}
 		next = cloneBaseline(prev)
 		next.Current, next.Held = v, false
@@ -181,7 +187,7 @@ func (c *Core) observeTool(st *overlay, in Input, toolID, version string, tool e
 			next.Baseline = v
 		}
 	}
-	next.LastSeq = in.Seq
+	next.LastSeq, next.LastEventID, next.Seen, next.LastSeen = in.Seq, in.Event.ID, 1, in.Event.Time
 	next.remember(v)
 	eff.Writes = append(eff.Writes, Write{Bucket: Baselines, IDs: []string{toolID}, Record: next})
 	if !found || prev.Current.Fingerprint != v.Fingerprint {

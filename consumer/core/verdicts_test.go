@@ -66,6 +66,7 @@ func TestEveryVerdictMatchesItsSchema(t *testing.T) {
 	h.observe("crm.lookup", "1", crmV1)
 	h.observe("crm.lookup", "1", crmExtra)
 	h.observe("crm.lookup", "2", crmTyped)
+	h.observe("crm.lookup", "1", crmExtra) // back to the baseline: SCHEMA_MATCH
 	h.observe("idle.tool", "1", crmV1)
 	h.observe("idle.tool", "2", crmRenamed)
 	// From invocations: an agent integrated against an old fingerprint,
@@ -196,7 +197,7 @@ func TestCachesChangeNoVerdict(t *testing.T) {
 		return out
 	}
 	cached, fresh := run(false), run(true)
-	if len(cached) < 10 {
+	if len(cached) < 8 { // repeats of the current version publish nothing
 		t.Fatalf("only %d verdicts", len(cached))
 	}
 	if diff := cmp.Diff(fresh, cached); diff != "" {
