@@ -153,27 +153,14 @@ func DirectiveOf(ev Event, seq uint64) (Directive, error) {
 			Directive:       v.Directive,
 			FromFingerprint: v.BaselineFingerprint,
 			ToFingerprint:   v.CurrentFingerprint,
-			Affected:        []string{},
-			Migration:       guards.MigrationPlan{Steps: []guards.MigrationStep{}, Blocked: []guards.MigrationBlocker{}},
 		}
 		ref.Name, ref.ManifestDigest, ref.GuardVersion = string(v.Verdict), v.ManifestDigest, v.GuardVersion
 		d.Verdict = ref
-		if len(v.Migration) > 0 && string(v.Migration) != "null" && !noSteps(v.Migration) {
-			if err := json.Unmarshal(v.Migration, &d.Migration); err != nil {
-				return Directive{}, fmt.Errorf("%w: verdict %s: migration: %v", ErrBadEvent, ev.ID, err)
-			}
+		var err error
+		if d.Affected, d.Migration, err = v.plan(ev.ID); err != nil {
+			return Directive{}, err
 		}
-		if len(v.Affected) > 0 && string(v.Affected) != "null" && string(v.Affected) != "[]" {
-			if err := json.Unmarshal(v.Affected, &d.Affected); err != nil {
-				return Directive{}, fmt.Errorf("%w: verdict %s: affected: %v", ErrBadEvent, ev.ID, err)
-			}
-		}
-		if d.Migration.Steps == nil {
-			d.Migration.Steps = []guards.MigrationStep{}
-		}
-		if d.Migration.Blocked == nil {
-			d.Migration.Blocked = []guards.MigrationBlocker{}
-		}
+		// The same action as the verdict's own (SchemaVerdict.Describe).
 		d.Action, d.Reason = guards.SchemaAction(v.Verdict, d.Affected, d.Migration)
 		d.Held = v.Verdict == guards.DriftOnUsedFields && isObservation(v.InputSubject)
 		return d, nil

@@ -354,6 +354,8 @@ func schemaVerdictOf(m map[string]any) (*SchemaVerdict, error) {
 	p := &SchemaVerdict{
 		Verdict:             guards.SchemaVerdict(str(m, "verdict")),
 		Directive:           str(m, "directive"),
+		Action:              guards.Action(str(m, "action")),
+		Summary:             str(m, "summary"),
 		ManifestDigest:      str(m, "manifest_digest"),
 		ToolID:              str(m, "tool_id"),
 		AgentID:             str(m, "agent_id"),
@@ -384,6 +386,8 @@ func compositionVerdictOf(m map[string]any) (*CompositionVerdict, error) {
 	p := &CompositionVerdict{
 		Verdict:        guards.CompositionVerdict(str(m, "verdict")),
 		Directive:      str(m, "directive"),
+		Action:         guards.Action(str(m, "action")),
+		Summary:        str(m, "summary"),
 		ManifestDigest: str(m, "manifest_digest"),
 		CompositionID:  str(m, "composition_id"),
 		GuardVersion:   str(m, "guard_version"),

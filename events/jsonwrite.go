@@ -138,6 +138,14 @@ func (v *SchemaVerdict) appendJSON(dst []byte) ([]byte, error) {
 	dst = appendMarshalString(dst, string(v.Verdict))
 	dst = append(dst, `,"directive":`...)
 	dst = appendMarshalString(dst, v.Directive)
+	if v.Action != "" {
+		dst = append(dst, `,"action":`...)
+		dst = appendMarshalString(dst, string(v.Action))
+	}
+	if v.Summary != "" {
+		dst = append(dst, `,"summary":`...)
+		dst = appendMarshalString(dst, v.Summary)
+	}
 	dst = append(dst, `,"manifest_digest":`...)
 	dst = appendMarshalString(dst, v.ManifestDigest)
 	dst = append(dst, `,"tool_id":`...)

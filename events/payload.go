@@ -222,9 +222,13 @@ type Workflow struct {
 
 // SchemaVerdict is the data of TypeSchemaVerdict. Changes, Affected and
 // Migration are the schema diff's values as JSON; nil stands for null.
+// Action and Summary say what the verdict tells its agent to do
+// (Describe); verdicts written before they existed lack them ("").
 type SchemaVerdict struct {
 	Verdict             guards.SchemaVerdict `json:"verdict"`
 	Directive           string               `json:"directive"`
+	Action              guards.Action        `json:"action,omitempty"`
+	Summary             string               `json:"summary,omitempty"`
 	ManifestDigest      string               `json:"manifest_digest"`
 	ToolID              string               `json:"tool_id"`
 	AgentID             string               `json:"agent_id,omitempty"`
@@ -240,10 +244,13 @@ type SchemaVerdict struct {
 	InputSequence       uint64               `json:"input_sequence"`
 }
 
-// CompositionVerdict is the data of TypeCompositionVerdict.
+// CompositionVerdict is the data of TypeCompositionVerdict. Action and
+// Summary are as for SchemaVerdict.
 type CompositionVerdict struct {
 	Verdict              guards.CompositionVerdict `json:"verdict"`
 	Directive            string                    `json:"directive"`
+	Action               guards.Action             `json:"action,omitempty"`
+	Summary              string                    `json:"summary,omitempty"`
 	ManifestDigest       string                    `json:"manifest_digest"`
 	CompositionID        string                    `json:"composition_id"`
 	ComposedQuality      float64                   `json:"composed_quality"`

@@ -51,6 +51,8 @@ func plainSchemaVerdict(ev *Event) bool {
 	// subject (Names.Verdict) has checked the verdict's name and the key.
 	return plainVerdictName(string(v.Verdict)) &&
 		textLen(v.Directive, 1, -1) &&
+		(v.Action == "" || v.Action.Valid()) &&
+		(v.Summary == "" || textLen(v.Summary, 1, MaxSummaryLen)) &&
 		lowerHex64(v.ManifestDigest) &&
 		plainAttr(v.ToolID) && textLen(v.ToolID, 1, 128) &&
 		(v.AgentID == "" || textLen(v.AgentID, 1, 128)) &&

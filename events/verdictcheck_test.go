@@ -71,12 +71,19 @@ func TestPlainSchemaVerdict(t *testing.T) {
 		}, true},
 		{"largest sequence", func(e *Event) { e.SchemaVerdict.InputSequence = 1<<64 - 1 }, true},
 		{"non-ASCII strings", func(e *Event) { e.SchemaVerdict.Directive = "HALT: “user_id” → <userId> & more" }, true},
+		{"an action and a summary", func(e *Event) {
+			e.SchemaVerdict.Action, e.SchemaVerdict.Summary = guards.ActionMigrate, "agent-7 must send userId instead of user_id; migration available"
+		}, true},
+		{"the longest summary", func(e *Event) { e.SchemaVerdict.Summary = strings.Repeat("é", MaxSummaryLen) }, true},
 		// Refused by Decode.
 		{"tool id too long", func(e *Event) { e.SchemaVerdict.ToolID = strings.Repeat("é", 129); e.Subject = e.SchemaVerdict.ToolID }, false},
 		{"agent id too long", func(e *Event) { e.SchemaVerdict.AgentID = strings.Repeat("a", 129) }, false},
 		{"version too long", func(e *Event) { e.SchemaVerdict.Version = strings.Repeat("v", 129) }, false},
 		{"fingerprint too long", func(e *Event) { e.SchemaVerdict.CurrentFingerprint = strings.Repeat("f", 257) }, false},
 		{"no directive", func(e *Event) { e.SchemaVerdict.Directive = "" }, false},
+		{"an unknown action", func(e *Event) { e.SchemaVerdict.Action = "GO" }, false},
+		{"summary too long", func(e *Event) { e.SchemaVerdict.Summary = strings.Repeat("é", MaxSummaryLen+1) }, false},
+		{"summary not UTF-8", func(e *Event) { e.SchemaVerdict.Summary = "a \xff" }, false},
 		{"no guard version", func(e *Event) { e.SchemaVerdict.GuardVersion = "" }, false},
 		{"no input event", func(e *Event) { e.SchemaVerdict.InputEventID = "" }, false},
 		{"no input subject", func(e *Event) { e.SchemaVerdict.InputSubject = "" }, false},
@@ -122,11 +129,12 @@ func TestPlainSchemaVerdict(t *testing.T) {
 func FuzzEncodeSchemaVerdict(f *testing.F) {
 	v := schemaVerdict()
 	f.Add(string(v.Verdict), v.Directive, v.ManifestDigest, v.ToolID, v.AgentID, v.Version, v.BaselineFingerprint,
-		`[{"path":"user_id"}]`, `["user_id"]`, `{"steps":[]}`, v.GuardVersion, v.InputEventID, uint64(7), "toolsentry", int64(1795000000), "")
-	f.Add("NO_BASELINE", "PROCEED", strings.Repeat("0", 64), "é", "", "", "", `[]`, `null`, `[]`, "1", "e", uint64(0), "a:b", int64(0), "traceparent")
-	f.Fuzz(func(t *testing.T, verdict, directive, digest, tool, agent, version, fp, changes, affected, migration, guardVersion, input string, seq uint64, source string, unix int64, ext string) {
+		`[{"path":"user_id"}]`, `["user_id"]`, `{"steps":[]}`, v.GuardVersion, v.InputEventID, uint64(7), "toolsentry", int64(1795000000), "", "MIGRATE", "agent-7 must send userId instead of user_id; migration available")
+	f.Add("NO_BASELINE", "PROCEED", strings.Repeat("0", 64), "é", "", "", "", `[]`, `null`, `[]`, "1", "e", uint64(0), "a:b", int64(0), "traceparent", "", "")
+	f.Fuzz(func(t *testing.T, verdict, directive, digest, tool, agent, version, fp, changes, affected, migration, guardVersion, input string, seq uint64, source string, unix int64, ext, action, summary string) {
 		sv := SchemaVerdict{
-			Verdict: guards.SchemaVerdict(verdict), Directive: directive, ManifestDigest: digest, ToolID: tool, AgentID: agent,
+			Verdict: guards.SchemaVerdict(verdict), Directive: directive, Action: guards.Action(action), Summary: summary,
+			ManifestDigest: digest, ToolID: tool, AgentID: agent,
 			Version: version, BaselineFingerprint: fp, CurrentFingerprint: fp, GuardVersion: guardVersion,
 			InputEventID: input, InputSubject: input, InputSequence: seq,
 		}

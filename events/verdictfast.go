@@ -20,8 +20,10 @@ import (
 
 // The members of schema verdict data, one bit each.
 const (
-	svVerdict uint16 = 1 << iota
+	svVerdict uint32 = 1 << iota
 	svDirective
+	svAction
+	svSummary
 	svManifestDigest
 	svToolID
 	svAgentID
@@ -36,16 +38,20 @@ const (
 	svInputSubject
 	svInputSequence
 
-	// svRequired is every member but agent_id.
-	svRequired = (svInputSequence<<1 - 1) &^ svAgentID
+	// svRequired is every member but agent_id, action and summary.
+	svRequired = (svInputSequence<<1 - 1) &^ (svAgentID | svAction | svSummary)
 )
 
-func schemaVerdictMember(name string) uint16 {
+func schemaVerdictMember(name string) uint32 {
 	switch name {
 	case "verdict":
 		return svVerdict
 	case "directive":
 		return svDirective
+	case "action":
+		return svAction
+	case "summary":
+		return svSummary
 	case "manifest_digest":
 		return svManifestDigest
 	case "tool_id":
@@ -86,7 +92,7 @@ func (p *parser) schemaVerdict() (*SchemaVerdict, bool) {
 	}
 	p.i++
 	v := new(SchemaVerdict)
-	var seen uint16
+	var seen uint32
 	p.skipSpace()
 	for {
 		name, ok := p.memberName()
@@ -107,6 +113,13 @@ func (p *parser) schemaVerdict() (*SchemaVerdict, bool) {
 			v.Verdict = guards.SchemaVerdict(s)
 		case svDirective:
 			v.Directive, ok = p.text(1, -1)
+		case svAction:
+			var s string
+			s, ok = p.text(1, 16)
+			v.Action = guards.Action(s)
+			ok = ok && v.Action.Valid()
+		case svSummary:
+			v.Summary, ok = p.text(1, MaxSummaryLen)
 		case svManifestDigest:
 			v.ManifestDigest, ok = p.text(64, 64)
 			ok = ok && lowerHex64(v.ManifestDigest)

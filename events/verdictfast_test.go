@@ -36,10 +36,14 @@ func verdictFastCases(t testing.TB) []struct {
 	}
 	match := schemaVerdict()
 	match.Verdict, match.Directive, match.AgentID = guards.SchemaMatch, "PROCEED", ""
+	match.Action, match.Summary = guards.ActionProceed, "crm.lookup matches its baseline"
 	match.Changes, match.Affected = json.RawMessage(`[]`), json.RawMessage(`[]`)
 	match.Migration = json.RawMessage(`{"steps":[],"blocked":null}`) // as the core writes it
 	drift := schemaVerdict()
 	drift.Migration = json.RawMessage(`{"steps":[{"op":"rename","from":"user_id","to":"userId"}],"blocked":[]}`)
+	drift.Action, drift.Summary = guards.ActionMigrate, "agent-7 must send userId instead of user_id; migration available"
+	older := schemaVerdict() // written before verdicts had an action and a summary
+	older.Action, older.Summary = "", ""
 	nulls := schemaVerdict()
 	nulls.Changes, nulls.Affected, nulls.Migration = nil, nil, nil
 	unicode := match
@@ -49,7 +53,7 @@ func verdictFastCases(t testing.TB) []struct {
 	for _, c := range []struct {
 		name string
 		sv   SchemaVerdict
-	}{{"match", match}, {"drift with a migration", drift}, {"nulls", nulls}, {"non-ASCII", unicode}} {
+	}{{"match", match}, {"drift with a migration", drift}, {"without action and summary", older}, {"nulls", nulls}, {"non-ASCII", unicode}} {
 		msg := encode(c.sv)
 		cases = append(cases, tc{c.name, msg.Subject, msg.Header, string(msg.Data), true})
 	}
@@ -87,6 +91,13 @@ func verdictFastCases(t testing.TB) []struct {
 		edit("a long tool", `"tool_id":"crm.lookup"`, `"tool_id":"`+strings.Repeat("t", 129)+`"`),
 		edit("an empty directive", `"directive":"PROCEED"`, `"directive":""`),
 		fastEdit("an escaped directive", `"directive":"PROCEED"`, `"directive":"PRO\u0043EED \"now\"\n"`),
+		edit("an unknown action", `"action":"PROCEED"`, `"action":"GO"`),
+		edit("a lower-case action", `"action":"PROCEED"`, `"action":"proceed"`),
+		edit("a null action", `"action":"PROCEED"`, `"action":null`),
+		edit("an empty summary", `"summary":"crm.lookup matches its baseline"`, `"summary":""`),
+		edit("a long summary", `"summary":"crm.lookup matches its baseline"`, `"summary":"`+strings.Repeat("s", MaxSummaryLen+1)+`"`),
+		fastEdit("the longest summary", `"summary":"crm.lookup matches its baseline"`, `"summary":"`+strings.Repeat("é", MaxSummaryLen)+`"`),
+		edit("a repeated action", `"tool_id":`, `"action":"HALT","tool_id":`),
 		edit("a lower-case verdict", `"verdict":"SCHEMA_MATCH"`, `"verdict":"schema_match"`),
 		edit("an upper-case digest", `"manifest_digest":"`+digest, `"manifest_digest":"`+strings.ToUpper(digest)),
 		edit("a short digest", `"manifest_digest":"`+digest, `"manifest_digest":"`+digest[1:]),

@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/toolsentry/toolsentry/events"
@@ -143,3 +144,45 @@ func TestOneAlertPerDriftReplays(t *testing.T) {
 	}
 }
 
+// TestVerdictsSayWhatToDo: every verdict carries the action its directive
+// in force takes (one mapping: events.DirectiveOf reads the same fields)
+// and a one-line summary in words, with no argument value in it.
+func TestVerdictsSayWhatToDo(t *testing.T) {
+	h := newHarness(t)
+	nb := h.listFrom("proxy-1", searchV1)
+	tool := nb[0].ToolID
+	h.invoke(tool, "triage-bot", `,"arguments":{"q":"secret-query-value","per_page":5}`)
+	drift := h.listFrom("proxy-1", searchV2)
+	// per_page removed outright: no migration, a HALT.
+	removed := `{"name":"search_issues","inputSchema":{"type":"object","properties":{"q":{"type":"string"}},"required":["q"]}}`
+	halt := h.listFrom("proxy-1", removed)
+	back := h.listFrom("proxy-1", searchV1)
+
+	want := []struct {
+		v       *events.SchemaVerdict
+		action  guards.Action
+		summary string
+	}{
+		{nb[0], guards.ActionProceed, "new tool " + tool + ", baselined"},
+		{drift[0], guards.ActionMigrate, "triage-bot must send perPage instead of per_page; migration available"},
+		{halt[0], guards.ActionHalt, "triage-bot must not call " + tool + ": cannot migrate per_page: field per_page was removed without a counterpart: its value would be lost"},
+		{back[0], guards.ActionProceed, tool + " matches its baseline"},
+	}
+	for _, w := range want {
+		if w.v.Action != w.action || w.v.Summary != w.summary {
+			t.Errorf("%s: action %q, summary %q; want %q, %q", w.v.Verdict, w.v.Action, w.v.Summary, w.action, w.summary)
+		}
+	}
+	for i, ev := range h.all {
+		d, err := events.DirectiveOf(ev, uint64(i+1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Action != ev.SchemaVerdict.Action {
+			t.Errorf("verdict %s: action %s, its directive's %s", ev.SchemaVerdict.Verdict, ev.SchemaVerdict.Action, d.Action)
+		}
+		if strings.Contains(ev.SchemaVerdict.Summary, "secret-query-value") {
+			t.Errorf("summary %q holds an argument value", ev.SchemaVerdict.Summary)
+		}
+	}
+}

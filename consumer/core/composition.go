@@ -240,6 +240,7 @@ func (c *Core) compositionVerdict(eff *Effects, in Input, compositionID string, 
 		GuardVersion:         guards.Version,
 	}
 	cv.InputEventID, cv.InputSubject, cv.InputSequence = verdictInput(in)
+	cv.Action, cv.Summary = cv.Describe()
 	msg, err := c.opts.Names.NewCompositionVerdict(cv, in.Event.Time, events.WithPrevious(prev))
 	if err != nil {
 		return "", fmt.Errorf("encoding verdict: %w", err)

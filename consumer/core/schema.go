@@ -234,11 +234,16 @@ func sameVersion(a, b ToolVersion) bool {
 // shared by those verdicts, which only read it.
 var noMigration = rawJSON(guards.MigrationPlan{Steps: []guards.MigrationStep{}})
 
-// verdict encodes a schema verdict, linked to the previous verdict about
-// its tool, and adds it to the effects; the tool's outcome record takes the
+// verdict encodes a schema verdict, with its action and summary
+// (SchemaVerdict.Describe), linked to the previous verdict about its tool,
+// and adds it to the effects; the tool's outcome record takes the
 // new chain head and the input's sequence (ChainSeq; ObservedSeq too for a
 // schema observation).
 func (c *Core) verdict(ov *overlay, eff *Effects, in Input, sv events.SchemaVerdict) error {
+	var err error
+	if sv.Action, sv.Summary, err = sv.Describe(); err != nil {
+		return fmt.Errorf("describing verdict: %w", err)
+	}
 	o := &OutcomeRecord{ToolID: sv.ToolID}
 	if prev, ok := ov.Outcomes(sv.ToolID); ok {
 		o = cloneOutcomes(prev)
