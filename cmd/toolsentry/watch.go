@@ -7,10 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -48,12 +50,17 @@ earlier ones first. Filters on guard, verdict and key are subject filters
 on the server (toolsentry.verdicts.<guard>.<verdict>.<key>); --agent is
 applied here.
 
-A line reads: the time of the input the verdict judged (UTC), the guard,
-the verdict, the tool or composition, the agent (schema verdicts about one
-agent), the directive; then for schema verdicts the affected fields and the
-migration steps, for composition verdicts the composed quality with its
-bounds and confidence when known. A message on the stream that is not a
-valid verdict is reported on standard error and skipped.
+A line reads, in aligned columns: the time of the input the verdict judged
+(UTC), the action it tells agents to take (PROCEED, MIGRATE or HALT), the
+guard, the verdict, the tool or composition, and a one-line summary in
+words ("triage-bot must send perPage instead of per_page; migration
+available"); then the seeds' directive text, and for schema verdicts the
+affected fields and the migration steps, for composition verdicts the
+composed quality with its bounds and confidence when known. A verdict
+written before verdicts carried an action and a summary gets them derived
+the same way. On a terminal the action is coloured (green, yellow, red),
+unless NO_COLOR is set. A message on the stream that is not a valid verdict
+is reported on standard error and skipped.
 
 Flags:
   --guard NAME      schema or composition (default: both)
@@ -93,6 +100,11 @@ type watchOptions struct {
 	json    bool
 	count   int
 	timeout time.Duration
+	// color colours the lines (stdout is a terminal and NO_COLOR unset).
+	color bool
+	// keyWidth is the widest key printed so far: the key column grows to
+	// it, so that the summaries line up.
+	keyWidth int
 }
 
 func runWatch(ctx context.Context, args []string, sio stdio) error {
@@ -118,7 +130,8 @@ func runWatch(ctx context.Context, args []string, sio stdio) error {
 	if err != nil {
 		return err
 	}
-	opts := watchOptions{key: *key, agent: *agent, json: *asJSON, count: *count, timeout: *timeout, verdict: strings.ToUpper(*verdict)}
+	opts := watchOptions{key: *key, agent: *agent, json: *asJSON, count: *count, timeout: *timeout, verdict: strings.ToUpper(*verdict),
+		color: colorTerminal(sio.out, os.Getenv("NO_COLOR"))}
 	if opts.kinds, err = watchKinds(*guard, opts.verdict, opts.agent); err != nil {
 		return err
 	}
@@ -167,7 +180,18 @@ func runWatch(ctx context.Context, args []string, sio stdio) error {
 		}
 		return conn.notProvisioned(err, "stream "+names.VerdictsStream())
 	}
-	return watchVerdicts(ctx, cons, names, opts, sio)
+	return watchVerdicts(ctx, cons, names, &opts, sio)
+}
+
+// colorTerminal reports whether w is a terminal and noColor (NO_COLOR's
+// value) is empty: https://no-color.org.
+func colorTerminal(w io.Writer, noColor string) bool {
+	f, ok := w.(*os.File)
+	if !ok || noColor != "" {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 // watchKinds returns the verdict kinds to follow and checks the verdict
@@ -229,7 +253,7 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 
 // watchVerdicts prints the verdicts of cons until ctx ends, --count
 // verdicts were printed, or --timeout passed.
-func watchVerdicts(ctx context.Context, cons jetstream.Consumer, names events.Names, opts watchOptions, sio stdio) error {
+func watchVerdicts(ctx context.Context, cons jetstream.Consumer, names events.Names, opts *watchOptions, sio stdio) error {
 	parent := ctx
 	if opts.timeout > 0 {
 		var cancel context.CancelFunc
@@ -268,7 +292,7 @@ func watchVerdicts(ctx context.Context, cons jetstream.Consumer, names events.Na
 
 // printVerdict prints one verdict message, if it passes --agent; it reports
 // whether it did.
-func printVerdict(sio stdio, names events.Names, opts watchOptions, msg jetstream.Msg) (bool, error) {
+func printVerdict(sio stdio, names events.Names, opts *watchOptions, msg jetstream.Msg) (bool, error) {
 	ev, err := names.Decode(msg.Subject(), msg.Headers(), msg.Data())
 	if err != nil {
 		seq := ""
@@ -295,7 +319,7 @@ func printVerdict(sio stdio, names events.Names, opts watchOptions, msg jetstrea
 			when = md.Timestamp
 		}
 	}
-	_, err = io.WriteString(sio.out, verdictLine(ev, when)+"\n")
+	_, err = io.WriteString(sio.out, verdictLine(ev, when, opts)+"\n")
 	return true, err
 }
 
@@ -333,30 +357,63 @@ func isStructured(h nats.Header) bool {
 	return true
 }
 
-// verdictLine is the human-readable line of a verdict.
-func verdictLine(ev events.Event, when time.Time) string {
-	parts := []string{when.UTC().Format(time.RFC3339)}
+// The widths of watch's fixed columns: the actions, the guards and the
+// verdicts of this version (a longer unknown verdict pushes its line).
+const (
+	actionWidth  = len(guards.ActionProceed)
+	guardWidth   = len(events.DirectiveComposition)
+	verdictWidth = len(guards.CompositionMeetsQuality)
+	minKeyWidth  = 14
+)
+
+// ANSI SGR sequences of the coloured lines.
+const (
+	sgrReset = "\x1b[0m"
+	sgrDim   = "\x1b[2m"
+)
+
+var actionColors = map[guards.Action]string{
+	guards.ActionProceed: "\x1b[32m",   // green
+	guards.ActionMigrate: "\x1b[1;33m", // bold yellow
+	guards.ActionHalt:    "\x1b[1;31m", // bold red
+}
+
+// verdictLine is the human-readable line of a verdict: time, action,
+// guard, verdict, key and summary in columns, then the directive and the
+// details. The key column widens to the widest key so far (opts.keyWidth).
+func verdictLine(ev events.Event, when time.Time, opts *watchOptions) string {
+	var action guards.Action
+	var guard, verdict, key, summary string
+	var details []string
 	switch {
 	case ev.SchemaVerdict != nil:
 		v := ev.SchemaVerdict
-		parts = append(parts, "schema", string(v.Verdict), v.ToolID)
-		if v.AgentID != "" {
-			parts = append(parts, "agent="+v.AgentID)
+		guard, verdict, key = events.DirectiveSchema, string(v.Verdict), v.ToolID
+		action, summary = v.Action, v.Summary
+		if action == "" || summary == "" { // written before verdicts said it
+			if a, s, err := v.Describe(); err == nil {
+				action, summary = a, s
+			}
 		}
-		parts = append(parts, v.Directive)
+		details = append(details, "directive: "+v.Directive)
 		var affected []string
 		if json.Unmarshal(v.Affected, &affected) == nil && len(affected) > 0 {
-			parts = append(parts, "affected: "+strings.Join(affected, ", "))
+			details = append(details, "affected: "+strings.Join(affected, ", "))
 		}
 		var plan guards.MigrationPlan
 		if json.Unmarshal(v.Migration, &plan) == nil {
 			if s := migrationSummary(plan); s != "" {
-				parts = append(parts, "migration: "+s)
+				details = append(details, "migration: "+s)
 			}
 		}
 	case ev.CompositionVerdict != nil:
 		v := ev.CompositionVerdict
-		parts = append(parts, "composition", string(v.Verdict), v.CompositionID, v.Directive)
+		guard, verdict, key = events.DirectiveComposition, string(v.Verdict), v.CompositionID
+		action, summary = v.Action, v.Summary
+		if action == "" || summary == "" {
+			action, summary = v.Describe()
+		}
+		details = append(details, "directive: "+v.Directive)
 		q := "quality " + percent(v.ComposedQuality)
 		if v.ComposedQualityLower != nil && v.ComposedQualityUpper != nil {
 			q += " [" + percent(*v.ComposedQualityLower) + ", " + percent(*v.ComposedQualityUpper) + "]"
@@ -364,9 +421,45 @@ func verdictLine(ev events.Event, when time.Time) string {
 		if v.Confidence != "" {
 			q += " " + string(v.Confidence)
 		}
-		parts = append(parts, q)
+		details = append(details, q)
 	}
-	return strings.Join(parts, "  ")
+	if action == "" {
+		action = "?"
+	}
+	opts.keyWidth = max(opts.keyWidth, minKeyWidth, utf8.RuneCountInString(key))
+	var b strings.Builder
+	b.WriteString(when.UTC().Format(time.RFC3339))
+	b.WriteString("  ")
+	if c, ok := actionColors[action]; ok && opts.color {
+		b.WriteString(c + pad(string(action), actionWidth) + sgrReset)
+	} else {
+		b.WriteString(pad(string(action), actionWidth))
+	}
+	for _, col := range []struct {
+		s string
+		w int
+	}{{guard, guardWidth}, {verdict, verdictWidth}, {key, opts.keyWidth}} {
+		b.WriteString("  ")
+		b.WriteString(pad(col.s, col.w))
+	}
+	b.WriteString("  ")
+	b.WriteString(summary)
+	if len(details) > 0 {
+		rest := "  " + strings.Join(details, "  ")
+		if opts.color {
+			rest = sgrDim + rest + sgrReset
+		}
+		b.WriteString(rest)
+	}
+	return b.String()
+}
+
+// pad left-aligns s in a column of w characters.
+func pad(s string, w int) string {
+	if n := utf8.RuneCountInString(s); n < w {
+		return s + strings.Repeat(" ", w-n)
+	}
+	return s
 }
 
 func percent(q float64) string { return strconv.FormatFloat(100*q, 'f', 2, 64) + "%" }

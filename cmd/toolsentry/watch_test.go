@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -113,12 +115,12 @@ func TestWatchAllLines(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	want := []string{
-		"2026-11-29T10:00:00Z  schema  SCHEMA_MATCH  billing.charge  PROCEED: Schema matches baseline.",
-		"2026-11-29T10:00:00Z  composition  COMPOSITION_DEGRADED  checkout  HALT: Composed quality 77.38% < requirement 90.00%.  quality 77.38% [70.00%, 82.00%] CONFIRMED",
-		"2026-11-29T10:00:00Z  schema  DRIFT_ON_USED_FIELDS  crm.lookup  agent=other-agent  HALT: Drift on used fields ['user_id']. Apply migration.  affected: user_id  migration: move user_id → userId",
-		"2026-11-29T10:00:00Z  schema  DRIFT_ON_USED_FIELDS  crm.lookup  agent=billing-7  HALT: Drift on used fields ['user_id']. Apply migration.  affected: user_id  migration: move user_id → userId",
-		"2026-11-29T10:00:00Z  composition  SEMANTIC_INCOMPATIBLE  refunds  HALT: Composed quality 77.38% < requirement 90.00%.  quality 77.38% [70.00%, 82.00%] CONFIRMED",
-		"2026-11-29T10:00:00Z  schema  SCHEMA_MATCH  crm.lookup  PROCEED: Schema matches baseline.",
+		"2026-11-29T10:00:00Z  PROCEED  schema       SCHEMA_MATCH               billing.charge  billing.charge matches its baseline  directive: PROCEED: Schema matches baseline.",
+		"2026-11-29T10:00:00Z  HALT     composition  COMPOSITION_DEGRADED       checkout        workflow checkout must not run: composed quality 77.38% < requirement 90.00%  directive: HALT: Composed quality 77.38% < requirement 90.00%.  quality 77.38% [70.00%, 82.00%] CONFIRMED",
+		"2026-11-29T10:00:00Z  MIGRATE  schema       DRIFT_ON_USED_FIELDS       crm.lookup      other-agent must send userId instead of user_id; migration available  directive: HALT: Drift on used fields ['user_id']. Apply migration.  affected: user_id  migration: move user_id → userId",
+		"2026-11-29T10:00:00Z  MIGRATE  schema       DRIFT_ON_USED_FIELDS       crm.lookup      billing-7 must send userId instead of user_id; migration available  directive: HALT: Drift on used fields ['user_id']. Apply migration.  affected: user_id  migration: move user_id → userId",
+		"2026-11-29T10:00:00Z  HALT     composition  SEMANTIC_INCOMPATIBLE      refunds         workflow refunds must not run: composed quality 77.38% < requirement 90.00%  directive: HALT: Composed quality 77.38% < requirement 90.00%.  quality 77.38% [70.00%, 82.00%] CONFIRMED",
+		"2026-11-29T10:00:00Z  PROCEED  schema       SCHEMA_MATCH               crm.lookup      crm.lookup matches its baseline  directive: PROCEED: Schema matches baseline.",
 	}
 	if got := strings.Split(strings.TrimSuffix(out, "\n"), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("output:\n%s\nwant:\n%s", out, strings.Join(want, "\n"))
@@ -171,7 +173,7 @@ func TestWatchTimeoutWithoutCount(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	if lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n"); len(lines) != 1 || !strings.Contains(lines[0], "COMPOSITION_DEGRADED  checkout") {
+	if lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n"); len(lines) != 1 || !strings.Contains(lines[0], "COMPOSITION_DEGRADED       checkout") {
 		t.Errorf("output %q, want the one checkout verdict", out)
 	}
 }
@@ -316,5 +318,79 @@ func TestParseSince(t *testing.T) {
 		if err != nil || !got.Equal(want) {
 			t.Errorf("parseSince(%q) = %v, %v; want %v", in, got, err, want)
 		}
+	}
+}
+
+// TestWatchLineColumns: the action and the summary are columns: the key
+// column widens to the widest key so far, and on a terminal the action is
+// coloured and the details dimmed; escapes never change the widths.
+func TestWatchLineColumns(t *testing.T) {
+	names := events.Names{}
+	decode := func(m events.Message) events.Event {
+		ev, err := names.Decode(m.Subject, m.Header, m.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ev
+	}
+	halt := decode(compositionVerdict(t, names, guards.CompositionDegraded, "checkout", "e1"))
+	long := decode(schemaVerdict(t, names, guards.SchemaMatch, "a-rather-long-server/a-rather-long-tool", "", "e2"))
+	drift := decode(schemaVerdict(t, names, guards.DriftOnUsedFields, "crm.lookup", "billing-7", "e3"))
+
+	opts := &watchOptions{}
+	first := verdictLine(halt, verdictTime, opts)
+	if !strings.HasPrefix(first, "2026-11-29T10:00:00Z  HALT     composition  COMPOSITION_DEGRADED       checkout        workflow checkout must not run") {
+		t.Errorf("first line %q", first)
+	}
+	verdictLine(long, verdictTime, opts)
+	after := verdictLine(drift, verdictTime, opts)
+	want := "2026-11-29T10:00:00Z  MIGRATE  schema       DRIFT_ON_USED_FIELDS       crm.lookup" + strings.Repeat(" ", len("a-rather-long-server/a-rather-long-tool")-len("crm.lookup")) + "  billing-7 must send userId"
+	if !strings.HasPrefix(after, want) {
+		t.Errorf("after a longer key:\n%q\nwant the prefix\n%q", after, want)
+	}
+
+	colored := verdictLine(halt, verdictTime, &watchOptions{color: true})
+	if !strings.HasPrefix(colored, "2026-11-29T10:00:00Z  \x1b[1;31mHALT   \x1b[0m  composition  ") ||
+		!strings.Contains(colored, "\x1b[2m  directive: HALT: Composed quality") || !strings.HasSuffix(colored, "\x1b[0m") {
+		t.Errorf("coloured line %q", colored)
+	}
+	if plain := strings.NewReplacer("\x1b[1;31m", "", "\x1b[2m", "", "\x1b[0m", "").Replace(colored); plain != first {
+		t.Errorf("without its escapes the coloured line is\n%q\nnot\n%q", plain, first)
+	}
+	if c := verdictLine(drift, verdictTime, &watchOptions{color: true}); !strings.Contains(c, "\x1b[1;33mMIGRATE\x1b[0m") {
+		t.Errorf("MIGRATE not yellow: %q", c)
+	}
+}
+
+// TestWatchColorsOnlyATerminal: a pipe or a file gets no escapes, and
+// NO_COLOR turns them off anywhere.
+func TestWatchColorsOnlyATerminal(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	f, err := os.Create(t.TempDir() + "/out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for name, out := range map[string]io.Writer{"pipe": w, "file": f, "buffer": &strings.Builder{}} {
+		if colorTerminal(out, "") {
+			t.Errorf("%s: coloured", name)
+		}
+	}
+	if tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0); err == nil { // only with a controlling terminal
+		defer tty.Close()
+		if !colorTerminal(tty, "") || colorTerminal(tty, "1") {
+			t.Errorf("terminal: coloured %v, with NO_COLOR=1 %v; want true, false", colorTerminal(tty, ""), colorTerminal(tty, "1"))
+		}
+	}
+	// Through the command: its output is no terminal.
+	f2 := newWatchFixture(t)
+	out, errOut, code := runCtx(testCtx(t, cmdTimeout), "", "watch", "--all", "--count", "1", "--timeout", "15s", "--nats-url", f2.srv.url)
+	if code != 0 || strings.Contains(out, "\x1b[") || !strings.Contains(out, "PROCEED  schema") {
+		t.Errorf("exit %d, output %q, stderr %s", code, out, errOut)
 	}
 }
