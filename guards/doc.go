@@ -38,4 +38,6 @@ package guards
 // carries it, so that an audit replay under newer logic reports a policy
 // change rather than suspecting tampering. Bump it whenever a guard's
 // verdicts, directives, digests or migrations change for the same input.
-const Version = "1"
+// 2: one verdict per drift (a repeated observation publishes none), and
+// verdicts carry their action and summary.
+const Version = "2"

@@ -82,8 +82,8 @@ type Core struct {
 	mu    sync.Mutex
 	defs  map[string]map[string]*parsedTool // by version, then raw tool JSON
 	ndefs int                               // entries in defs
-	// drifts are the diffs of pairs of cached versions of a tool, which a
-	// drift holding the baseline has judged again on every observation.
+	// drifts are the diffs of pairs of cached versions of a tool: a drift
+	// is diffed once and judged for every agent from the one diff.
 	drifts map[driftKey]*guards.Drift
 }
 
