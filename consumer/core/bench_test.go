@@ -21,19 +21,20 @@ func BenchmarkApplyInvocation(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	applyLoop(b, h, subject, ev, "events/s", func(eff Effects) bool {
+	applyLoop(b, h, subject, []events.Event{ev}, "events/s", func(eff Effects) bool {
 		return len(eff.Verdicts) == 0 && len(eff.Writes) == 1
 	})
 }
 
-// applyLoop applies ev at a new stream sequence each iteration, stores its
-// writes, fails on effects that want refuses, and reports the rate in unit.
-func applyLoop(b *testing.B, h *harness, subject string, ev events.Event, unit string, want func(Effects) bool) {
+// applyLoop applies evs in turn, each at a new stream sequence, stores
+// their writes, fails on effects that want refuses, and reports the rate in
+// unit.
+func applyLoop(b *testing.B, h *harness, subject string, evs []events.Event, unit string, want func(Effects) bool) {
 	b.ReportAllocs()
 	seq := uint64(100)
 	for b.Loop() {
 		seq++
-		eff, err := h.core.Apply(h.state, Input{Event: ev, Subject: subject, Seq: seq})
+		eff, err := h.core.Apply(h.state, Input{Event: evs[(seq-101)%uint64(len(evs))], Subject: subject, Seq: seq})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -48,31 +49,41 @@ func applyLoop(b *testing.B, h *harness, subject string, ev events.Event, unit s
 }
 
 // BenchmarkApplySchema is a schema observation of a known tool without
-// NATS: one that matches the baseline (SCHEMA_MATCH), and one that drifts
-// on a field an agent uses while the baseline is held
-// (DRIFT_ON_USED_FIELDS, the full diff and migration, every time).
+// NATS: one that repeats the tool's version (no verdict, the baseline
+// record counts it), and drifts on a field an agent uses while the
+// baseline is held, to another version each time (DRIFT_ON_USED_FIELDS,
+// the full diff and migration, every time).
 func BenchmarkApplySchema(b *testing.B) {
 	for _, bc := range []struct {
-		name, next string
-		verdict    string
+		name     string
+		next     []string
+		verdicts int
 	}{
-		{"case=match", crmV1, "SCHEMA_MATCH"},
-		{"case=drift", crmRenamed, "DRIFT_ON_USED_FIELDS"},
+		{"case=repeat", []string{crmV1}, 0},
+		{"case=drift", []string{crmRenamed, crmDefault}, 1},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			h := newHarness(b)
 			h.core = New(Options{QualityEvery: 1 << 40})
 			h.observe("crm.lookup", "1", crmV1)
 			h.invoke("crm.lookup", "agent-a", `,"arguments":{"user_id":"u","limit":"5"}`)
-			h.observe("crm.lookup", "1", bc.next)
 			subject := "toolsentry.telemetry.schema.crm=2Elookup"
-			body := []byte(`{"specversion":"1.0","id":"x","source":"bench","type":"io.toolsentry.tool.schema.observed.v1","time":"2026-10-03T10:00:00Z","data":{"tool_id":"crm.lookup","version":"1","tool":` + bc.next + `}}`)
-			ev, err := events.Decode(subject, nil, body)
-			if err != nil {
-				b.Fatal(err)
+			var evs []events.Event
+			for _, next := range bc.next {
+				h.observe("crm.lookup", "1", next)
+				body := []byte(`{"specversion":"1.0","id":"x","source":"bench","type":"io.toolsentry.tool.schema.observed.v1","time":"2026-10-03T10:00:00Z","data":{"tool_id":"crm.lookup","version":"1","tool":` + next + `}}`)
+				ev, err := events.Decode(subject, nil, body)
+				if err != nil {
+					b.Fatal(err)
+				}
+				evs = append(evs, ev)
 			}
-			applyLoop(b, h, subject, ev, "verdicts/s", func(eff Effects) bool {
-				return len(eff.Verdicts) == 1 && strings.Contains(eff.Verdicts[0].Subject, strings.ToLower(bc.verdict))
+			unit := "verdicts/s"
+			if bc.verdicts == 0 {
+				unit = "events/s"
+			}
+			applyLoop(b, h, subject, evs, unit, func(eff Effects) bool {
+				return len(eff.Verdicts) == bc.verdicts && (bc.verdicts == 0 || strings.Contains(eff.Verdicts[0].Subject, "drift_on_used_fields"))
 			})
 		})
 	}
