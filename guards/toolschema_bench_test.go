@@ -76,3 +76,31 @@ func BenchmarkEvaluateDrift(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "drift-verdicts/s")
 }
+
+// BenchmarkDiffTools diffs two versions of a 2 KB MCP tool (a rename, an
+// Optional widened to a union, enums and bounds moved, a default flipped, a
+// Tool-level field added): the diff alone, both tools parsed beforehand.
+func BenchmarkDiffTools(b *testing.B) {
+	load := func(name string) ToolDefinition {
+		raw, err := os.ReadFile(filepath.Join("testdata", "toolschema", "bench", name))
+		if err != nil {
+			b.Fatal(err)
+		}
+		tools, err := ParseToolDocument(raw)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return tools[0]
+	}
+	old, cur := load("create_pull_request.json"), load("create_pull_request_v2.json")
+	b.ReportAllocs()
+	for b.Loop() {
+		changes, err := DiffTools(old, cur)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(changes) == 0 {
+			b.Fatal("no changes")
+		}
+	}
+}

@@ -140,6 +140,22 @@ func diffToolRecords(oldT, newT ToolDefinition) (recs []diffRecord, loops []sche
 		return cmp.Or(cmp.Compare(a.Side, b.Side), cmp.Compare(a.Path, b.Path),
 			cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Keyword, b.Keyword))
 	})
+	if d.alts != nil { // two branches of a union can report the same change at one path
+		type key struct {
+			side                         ChangeSide
+			path, kind, kw, to, bef, aft string
+		}
+		seen := map[key]bool{}
+		out := d.out[:0]
+		for _, r := range d.out {
+			k := key{r.Side, r.Path, string(r.Kind), r.Keyword, r.To, string(r.Before), string(r.After)}
+			if !seen[k] {
+				seen[k] = true
+				out = append(out, r)
+			}
+		}
+		d.out = out
+	}
 	return d.out, d.loops, nil
 }
 
@@ -162,6 +178,14 @@ type schemaDiffer struct {
 	stack  []nodePair
 	visits int
 	loops  []schemaLoop
+	// skipTypes tells the next walk that its nodes are a pair of union
+	// branches whose types the union comparison already judged.
+	skipTypes bool
+	// flat and alts cache the allOf-merged form and the union alternatives
+	// of a node: the same node yields the same pointers, so that the walk
+	// still finds the loops of recursive schemas through them.
+	flat map[*SchemaNode]*SchemaNode
+	alts map[*SchemaNode]*unionForm
 }
 
 func canonicalRaw(v any) json.RawMessage {
@@ -357,36 +381,22 @@ func (d *schemaDiffer) walk(o, n *SchemaNode, oldPath, newPath string) error {
 	}
 	d.stack = append(d.stack, nodePair{o, n, oldPath, newPath})
 	defer func() { d.stack = d.stack[:len(d.stack)-1] }()
+	if o.AllOf != nil || n.AllOf != nil || hasUnion(o) || hasUnion(n) {
+		o, n = d.flatten(o), d.flatten(n)
+		if uo, un := d.union(o), d.union(n); (hasUnion(o) || hasUnion(n)) && uo != nil && un != nil {
+			skip := d.skipTypes
+			d.skipTypes = false
+			return d.walkUnion(uo, un, o, n, oldPath, newPath, skip)
+		}
+	}
 	at := diffRecord{Change: Change{Path: oldPath}, newPath: newPath, oldNode: o, newNode: n}
 	where := describePath(oldPath)
 
-	// Types, apart from null.
-	if oc, nc := coreTypes(o), coreTypes(n); oc != nc {
-		writerOK := oc == 0 || (nc != 0 && n.Types.Accepts(o.Types&^TypeNull|boolSet(o.Types == 0, TypeAny&^TypeNull)))
-		readerOK := nc == 0 || (oc != 0 && o.Types.Accepts(n.Types&^TypeNull|boolSet(n.Types == 0, TypeAny&^TypeNull)))
-		if o.False || n.False {
-			writerOK, readerOK = oc == 0, nc == 0
-		}
-		r := at
-		r.Kind, r.Breaking = TypeChanged, d.breaking(!writerOK, !readerOK)
-		r.Reason = fmt.Sprintf("%s type changed from %s to %s", where, typeLabel(o), typeLabel(n))
-		switch {
-		case writerOK && !readerOK:
-			r.Reason += " (widened)"
-		case readerOK && !writerOK:
-			r.Reason += " (narrowed)"
-		}
-		d.rec(r, typeLabel(o), typeLabel(n))
-	}
-	if on, nn := o.Nullable(), n.Nullable(); on != nn {
-		r := at
-		r.Kind, r.Breaking = NullableChanged, d.breaking(on && !nn, nn && !on)
-		if nn {
-			r.Reason = where + " may now be null"
-		} else {
-			r.Reason = where + " may no longer be null"
-		}
-		d.rec(r, on, nn)
+	if d.skipTypes {
+		// A pair of union branches: their types were compared for the union.
+		d.skipTypes = false
+	} else {
+		d.compareTypes(o, n, at, where)
 	}
 	// Default.
 	if o.HasDefault != n.HasDefault || (o.HasDefault && !sameValue(o.Default, n.Default)) {
@@ -511,6 +521,38 @@ func (d *schemaDiffer) walk(o, n *SchemaNode, oldPath, newPath string) error {
 	return nil
 }
 
+// compareTypes reports the change of the non-null types and of null between
+// two schemas at one path.
+func (d *schemaDiffer) compareTypes(o, n *SchemaNode, at diffRecord, where string) {
+	if oc, nc := coreTypes(o), coreTypes(n); oc != nc {
+		writerOK := oc == 0 || (nc != 0 && n.Types.Accepts(o.Types&^TypeNull|boolSet(o.Types == 0, TypeAny&^TypeNull)))
+		readerOK := nc == 0 || (oc != 0 && o.Types.Accepts(n.Types&^TypeNull|boolSet(n.Types == 0, TypeAny&^TypeNull)))
+		if o.False || n.False {
+			writerOK, readerOK = oc == 0, nc == 0
+		}
+		r := at
+		r.Kind, r.Breaking = TypeChanged, d.breaking(!writerOK, !readerOK)
+		r.Reason = fmt.Sprintf("%s type changed from %s to %s", where, typeLabel(o), typeLabel(n))
+		switch {
+		case writerOK && !readerOK:
+			r.Reason += " (widened)"
+		case readerOK && !writerOK:
+			r.Reason += " (narrowed)"
+		}
+		d.rec(r, typeLabel(o), typeLabel(n))
+	}
+	if on, nn := o.Nullable(), n.Nullable(); on != nn {
+		r := at
+		r.Kind, r.Breaking = NullableChanged, d.breaking(on && !nn, nn && !on)
+		if nn {
+			r.Reason = where + " may now be null"
+		} else {
+			r.Reason = where + " may no longer be null"
+		}
+		d.rec(r, on, nn)
+	}
+}
+
 func boolSet(b bool, t TypeSet) TypeSet {
 	if b {
 		return t
@@ -626,8 +668,10 @@ func apDirection(o, n *SchemaNode) (narrows, widens bool) {
 }
 
 // compareOpaque reports changes in keywords whose subschemas the diff does
-// not descend into (combinators, conditionals, tuples, pattern properties):
-// one change per keyword, counted as breaking both ways.
+// not descend into (conditionals, tuples, pattern properties, and the
+// combinators that walkUnion cannot read: allOf branches that do not merge,
+// anyOf next to oneOf): one change per keyword, counted as breaking both
+// ways.
 func (d *schemaDiffer) compareOpaque(o, n *SchemaNode, at diffRecord, where string) error {
 	type kw struct {
 		name string

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 // changeView is the part of a Change the kind tables check.
@@ -64,11 +65,7 @@ func obj(props string, extra ...string) string {
 	return s + "}"
 }
 
-var kindCases = []struct {
-	name     string
-	old, new string
-	want     []wantChange
-}{
+var kindCases = []kindCase{
 	{"optional field added", obj(`"a":{"type":"string"}`), obj(`"a":{"type":"string"},"b":{"type":"string"}`),
 		[]wantChange{{path: "b", kind: FieldAdded, revKind: FieldRemoved, breaking: [4]bool{false, true, false, true}}}},
 	{"required field added without default", obj(`"a":{"type":"string"}`), obj(`"a":{"type":"string"},"b":{"type":"string"}`, `"required":["b"]`),
@@ -130,7 +127,7 @@ var kindCases = []struct {
 	{"unknown keyword changed", obj(`"t":{"contentMediaType":"text/plain"}`), obj(`"t":{"contentMediaType":"text/html"}`),
 		[]wantChange{{path: "t", keyword: "contentMediaType", kind: ConstraintChanged, breaking: [4]bool{true, true, true, true}}}},
 	{"anyOf changed", obj(`"v":{"anyOf":[{"type":"string"},{"type":"integer"}]}`), obj(`"v":{"anyOf":[{"type":"string"},{"type":"boolean"}]}`),
-		[]wantChange{{path: "v", keyword: "anyOf", kind: ConstraintChanged, breaking: [4]bool{true, true, true, true}}}},
+		[]wantChange{{path: "v", kind: TypeChanged, breaking: [4]bool{true, true, true, true}}}},
 	{"inside array items", obj(`"items":{"type":"array","items":{"type":"object","properties":{"id":{"type":"string"}}}}`),
 		obj(`"items":{"type":"array","items":{"type":"object","properties":{"id":{"type":"integer"}}}}`),
 		[]wantChange{{path: "items[].id", kind: TypeChanged, breaking: [4]bool{true, true, true, true}}}},
@@ -142,8 +139,19 @@ var kindCases = []struct {
 		[]wantChange{{path: "u.user_name", to: "u.userName", kind: FieldRenamed, revPath: "u.userName", revTo: "u.user_name", breaking: [4]bool{true, true, true, true}}}},
 }
 
-func TestDiffKinds(t *testing.T) {
-	for _, tc := range kindCases {
+type kindCase = struct {
+	name     string
+	old, new string
+	want     []wantChange
+}
+
+func TestDiffKinds(t *testing.T) { runKindCases(t, kindCases) }
+
+// runKindCases diffs each case four times: input and output, old to new
+// and new to old.
+func runKindCases(t *testing.T, cases []kindCase) {
+	t.Helper()
+	for _, tc := range cases {
 		for run, r := range []struct {
 			side     ChangeSide
 			old, new string
@@ -183,7 +191,7 @@ func TestDiffKinds(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if diff := cmp.Diff(want, viewChanges(got)); diff != "" {
+				if diff := cmp.Diff(want, viewChanges(got), cmpopts.EquateEmpty()); diff != "" {
 					t.Errorf("changes (-want +got):\n%s", diff)
 				}
 				for _, c := range got {
@@ -323,9 +331,13 @@ func TestNameWords(t *testing.T) {
 	}
 }
 
-// FuzzDiff checks that the diff and the fingerprint agree: equal canonical
-// forms have no changes, different ones at least one (recursive schemas
-// aside, where two layouts of the same recursion can differ in form only).
+// FuzzDiff checks that the diff never panics, that a schema diffed against
+// itself or against its branches reordered has no changes, and that the
+// diff and the fingerprint agree: equal canonical forms have no changes,
+// different ones at least one (recursive schemas aside, where two layouts
+// of the same recursion can differ in form only, and combinators aside,
+// which the diff compares by what they accept: allOf [string, string] is
+// string).
 func FuzzDiff(f *testing.F) {
 	for _, tc := range distinctSchemas {
 		f.Add([]byte(tc.a), []byte(tc.b))
@@ -334,6 +346,9 @@ func FuzzDiff(f *testing.F) {
 		f.Add([]byte(tc.a), []byte(tc.b))
 	}
 	for _, tc := range kindCases {
+		f.Add([]byte(tc.old), []byte(tc.new))
+	}
+	for _, tc := range unionCases {
 		f.Add([]byte(tc.old), []byte(tc.new))
 	}
 	f.Fuzz(func(t *testing.T, a, b []byte) {
@@ -350,10 +365,39 @@ func FuzzDiff(f *testing.F) {
 		if errA != nil || errB != nil {
 			return
 		}
+		var ra *SchemaNode // a with its combinators' branches reversed
+		var doc any
+		if !bytes.Contains(a, []byte(`$ref`)) && json.Unmarshal(a, &doc) == nil { // a $ref may point into a branch list
+			if rb, err := json.Marshal(reverseBranches(doc, 0)); err == nil {
+				ra, _ = NormalizeSchema(rb)
+				// Reversed where a list was a keyword's value, not branches.
+				if cr, err := CanonicalSchemaJSON(ra); ra != nil && (err != nil || !bytes.Equal(cr, ca)) {
+					ra = nil
+				}
+			}
+		}
 		for _, side := range []ChangeSide{SideInput, SideOutput} {
-			ta, tb := ToolDefinition{Name: "t", Input: na}, ToolDefinition{Name: "t", Input: nb}
-			if side == SideOutput {
-				ta, tb = ToolDefinition{Name: "t", Input: anySchema, Output: na}, ToolDefinition{Name: "t", Input: anySchema, Output: nb}
+			tool := func(n *SchemaNode) ToolDefinition {
+				if side == SideOutput {
+					return ToolDefinition{Name: "t", Input: anySchema, Output: n}
+				}
+				return ToolDefinition{Name: "t", Input: n}
+			}
+			ta, tb := tool(na), tool(nb)
+			for _, self := range []*SchemaNode{na, ra} {
+				if self == nil {
+					continue
+				}
+				changes, err := DiffTools(ta, tool(self))
+				if err != nil {
+					if !errors.Is(err, ErrInvalid) {
+						t.Fatalf("DiffTools: %v", err)
+					}
+					return
+				}
+				if len(changes) > 0 {
+					t.Fatalf("%s diffed against itself (branches reordered: %v) has changes %+v", a, self == ra, changes)
+				}
 			}
 			changes, err := DiffTools(ta, tb)
 			if err != nil {
@@ -364,10 +408,14 @@ func FuzzDiff(f *testing.F) {
 			}
 			same := bytes.Equal(ca, cb)
 			cyclic := bytes.Contains(ca, []byte(`"$cycle"`)) || bytes.Contains(cb, []byte(`"$cycle"`))
+			combined := false
+			for _, kw := range []string{`"allOf"`, `"anyOf"`, `"oneOf"`} {
+				combined = combined || bytes.Contains(ca, []byte(kw)) || bytes.Contains(cb, []byte(kw))
+			}
 			switch {
 			case same && len(changes) > 0:
 				t.Fatalf("equal forms %s, yet changes %+v", ca, changes)
-			case !same && len(changes) == 0 && !cyclic:
+			case !same && len(changes) == 0 && !cyclic && !combined:
 				t.Fatalf("forms differ but no change reported:\n%s\n%s", ca, cb)
 			}
 			if _, err := EvaluateDrift(ta, tb, UsedSurface{Input: []string{"a"}, Output: []string{"a"}}); err != nil {
@@ -375,4 +423,33 @@ func FuzzDiff(f *testing.F) {
 			}
 		}
 	})
+}
+
+// reverseBranches reverses the branch lists of anyOf, oneOf and allOf
+// throughout a decoded schema document.
+func reverseBranches(v any, depth int) any {
+	if depth > 2*maxSchemaJSONDepth {
+		return v
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			e = reverseBranches(e, depth+1)
+			if arr, ok := e.([]any); ok && (k == "anyOf" || k == "oneOf" || k == "allOf") {
+				arr = slices.Clone(arr)
+				slices.Reverse(arr)
+				e = arr
+			}
+			out[k] = e
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = reverseBranches(e, depth+1)
+		}
+		return out
+	}
+	return v
 }
