@@ -140,7 +140,7 @@ func diffToolRecords(oldT, newT ToolDefinition) (recs []diffRecord, loops []sche
 		return cmp.Or(cmp.Compare(a.Side, b.Side), cmp.Compare(a.Path, b.Path),
 			cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Keyword, b.Keyword))
 	})
-	if d.alts != nil { // two branches of a union can report the same change at one path
+	if d.alts != nil || d.dedupe { // union branches and tuple positions can report one change twice
 		type key struct {
 			side                         ChangeSide
 			path, kind, kw, to, bef, aft string
@@ -186,6 +186,9 @@ type schemaDiffer struct {
 	// still finds the loops of recursive schemas through them.
 	flat map[*SchemaNode]*SchemaNode
 	alts map[*SchemaNode]*unionForm
+	// dedupe is set when several walks report at one path (tuple
+	// positions, union alternatives).
+	dedupe bool
 }
 
 func canonicalRaw(v any) json.RawMessage {
@@ -398,6 +401,11 @@ func (d *schemaDiffer) walk(o, n *SchemaNode, oldPath, newPath string) error {
 	} else {
 		d.compareTypes(o, n, at, where)
 	}
+	if o.False != n.False {
+		// false accepts nothing: the type change (from or to none) says it
+		// all; the other side's keywords narrow nothing that was accepted.
+		return nil
+	}
 	// Default.
 	if o.HasDefault != n.HasDefault || (o.HasDefault && !sameValue(o.Default, n.Default)) {
 		r := at
@@ -503,6 +511,9 @@ func (d *schemaDiffer) walk(o, n *SchemaNode, oldPath, newPath string) error {
 	if err := d.compareOpaque(o, n, at, where); err != nil {
 		return err
 	}
+	if err := d.compareApplicators(o, n, at, where); err != nil {
+		return err
+	}
 
 	// Properties (with renames) and array items. When the type changed so
 	// that one side cannot be an object (an array), the type change says it
@@ -513,9 +524,16 @@ func (d *schemaDiffer) walk(o, n *SchemaNode, oldPath, newPath string) error {
 			return err
 		}
 	}
-	if (o.Items != nil || n.Items != nil) && (!typeChanged || (admitsArrays(o) && admitsArrays(n))) {
-		if err := d.walk(o.Items, n.Items, ItemsPath(oldPath), ItemsPath(newPath)); err != nil {
-			return err
+	if !typeChanged || (admitsArrays(o) && admitsArrays(n)) {
+		switch {
+		case o.PrefixItems != nil || n.PrefixItems != nil:
+			if err := d.walkTuple(o, n, oldPath, newPath); err != nil {
+				return err
+			}
+		case o.Items != nil || n.Items != nil:
+			if err := d.walk(o.Items, n.Items, ItemsPath(oldPath), ItemsPath(newPath)); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -667,11 +685,9 @@ func apDirection(o, n *SchemaNode) (narrows, widens bool) {
 	return true, true
 }
 
-// compareOpaque reports changes in keywords whose subschemas the diff does
-// not descend into (conditionals, tuples, pattern properties, and the
-// combinators that walkUnion cannot read: allOf branches that do not merge,
-// anyOf next to oneOf): one change per keyword, counted as breaking both
-// ways.
+// compareOpaque reports changes in the combinators that walkUnion cannot
+// read (allOf branches that do not merge, anyOf next to oneOf) and in an
+// external $ref: one change per keyword, counted as breaking both ways.
 func (d *schemaDiffer) compareOpaque(o, n *SchemaNode, at diffRecord, where string) error {
 	type kw struct {
 		name string
@@ -685,28 +701,9 @@ func (d *schemaDiffer) compareOpaque(o, n *SchemaNode, at diffRecord, where stri
 		}
 		return &SchemaNode{AnyOf: l} // compared as a set: order does not matter
 	}
-	wrapTuple := func(l []*SchemaNode) *SchemaNode {
-		if l == nil {
-			return nil
-		}
-		return &SchemaNode{PrefixItems: l}
-	}
-	wrapMap := func(m map[string]*SchemaNode) *SchemaNode {
-		if len(m) == 0 {
-			return nil
-		}
-		return &SchemaNode{Properties: m}
-	}
 	add("allOf", wrapList(o.AllOf), wrapList(n.AllOf))
 	add("anyOf", wrapList(o.AnyOf), wrapList(n.AnyOf))
 	add("oneOf", wrapList(o.OneOf), wrapList(n.OneOf))
-	add("not", o.Not, n.Not)
-	add("prefixItems", wrapTuple(o.PrefixItems), wrapTuple(n.PrefixItems))
-	add("patternProperties", wrapMap(o.PatternProperties), wrapMap(n.PatternProperties))
-	add("dependentSchemas", wrapMap(o.DependentSchemas), wrapMap(n.DependentSchemas))
-	for _, k := range unionKeys(o.Applicators, n.Applicators) {
-		add(k, o.Applicators[k], n.Applicators[k])
-	}
 	if o.Ref != n.Ref {
 		r := at
 		r.Kind, r.Keyword, r.Breaking = ConstraintChanged, "$ref", true
@@ -797,6 +794,12 @@ func (d *schemaDiffer) diffProperties(o, n *SchemaNode, oldPath, newPath string)
 		case inO:
 			r := diffRecord{Change: Change{Path: op, Kind: FieldRemoved, Breaking: true},
 				newPath: JoinSchemaPath(newPath, name), oldNode: oc}
+			if oc.False {
+				r.Breaking = false
+				r.Reason = fmt.Sprintf("field %s was removed; its schema was false, so no valid payload carried it", op)
+				d.rec(r, typeLabel(oc), absent)
+				continue
+			}
 			if d.side == SideOutput {
 				r.Reason = fmt.Sprintf("field %s was removed: a reader of it finds nothing", op)
 			} else {
@@ -817,6 +820,21 @@ func (d *schemaDiffer) diffProperties(o, n *SchemaNode, oldPath, newPath string)
 				r.Reason = fmt.Sprintf("required field %s was added with a default", ap)
 			default:
 				r.Reason = fmt.Sprintf("optional field %s was added", ap)
+			}
+			// Where the old schema let the name through under a schema of
+			// its own (additionalProperties: {"type": "string"}), payloads
+			// carrying it were valid: the new field's schema must accept
+			// them (input) and return only what the old one allowed (output).
+			if open, kw := openSchemaFor(o, name); open != nil && !open.IsAny() && !open.False {
+				narrows, widens, found, err := d.judgeSub(open, nc)
+				if err != nil {
+					return err
+				}
+				if d.breaking(narrows, widens) {
+					r.Breaking = true
+					r.Reason = fmt.Sprintf("field %s was added where the old %s allowed it as %s, %s: %s", ap, kw, schemaText(open),
+						directionWord(narrows, widens), strings.Join(found, "; "))
+				}
 			}
 			d.rec(r, absent, typeLabel(nc))
 		}
