@@ -21,7 +21,7 @@ import (
 // accepts everything.
 func (d *schemaDiffer) judgeSub(o, n *SchemaNode) (narrows, widens bool, found []string, err error) {
 	for _, side := range []ChangeSide{SideInput, SideOutput} {
-		sub := &schemaDiffer{side: side, visits: d.visits, stack: append([]nodePair(nil), d.stack...)}
+		sub := &schemaDiffer{side: side, visits: d.visits, stack: append([]nodePair(nil), d.stack...), tools: d.tools, known: d.known}
 		if err := sub.walk(o, n, "", ""); err != nil {
 			return false, false, nil, err
 		}

@@ -102,6 +102,8 @@ type diffRecord struct {
 	oldNode  *SchemaNode // the field's (or node's) old schema, nil when added
 	newNode  *SchemaNode // its new schema, nil when removed
 	required bool        // the field is required in the new schema
+	// descClass classifies a description or title change.
+	descClass DescriptionClass
 }
 
 // anySchema stands for an absent schema: it allows everything.
@@ -117,7 +119,7 @@ func diffToolRecords(oldT, newT ToolDefinition) (recs []diffRecord, loops []sche
 	if oldT.Input == nil || newT.Input == nil {
 		return nil, nil, fmt.Errorf("%w: a tool has no input schema", ErrInvalid)
 	}
-	d := &schemaDiffer{visits: maxDiffVisits}
+	d := &schemaDiffer{visits: maxDiffVisits, tools: []ToolDefinition{oldT, newT}}
 	d.diffToolFields(oldT, newT)
 	d.side = SideInput
 	if err := d.walk(oldT.Input, newT.Input, "", ""); err != nil {
@@ -189,6 +191,10 @@ type schemaDiffer struct {
 	// dedupe is set when several walks report at one path (tuple
 	// positions, union alternatives).
 	dedupe bool
+	// tools are the two versions; known their names and field names, which
+	// a description may mention without referring to another tool.
+	tools []ToolDefinition
+	known map[string]bool
 }
 
 func canonicalRaw(v any) json.RawMessage {
@@ -214,6 +220,30 @@ func (d *schemaDiffer) rec(r diffRecord, before, after any) {
 	d.out = append(d.out, r)
 }
 
+// recText records a changed description or title, classified by
+// ClassifyDescription: what is the text's name in the reason.
+func (d *schemaDiffer) recText(r diffRecord, what, before, after string) {
+	if d.known == nil {
+		d.known = knownNames(d.tools...)
+	}
+	class, found := ClassifyDescription(before, after, d.known)
+	r.descClass = class
+	switch class {
+	case DescriptionInstructions:
+		r.Security = true
+		r.Reason = fmt.Sprintf("%s changed and now holds text addressed to the model: %s; review it before accepting this version (tool poisoning, rug pull)",
+			what, describeFindings(found))
+	case DescriptionMeaning:
+		r.Reason = fmt.Sprintf("%s changed its numbers, units or negations: its meaning may have changed; review the new text", what)
+	default:
+		r.Reason = fmt.Sprintf("%s was reworded, with no instruction, reference, link or hidden text added; review hint: check the new wording", what)
+		if before == "" {
+			r.Reason = fmt.Sprintf("%s was added, with no instruction, reference, link or hidden text in it; review hint: check the new wording", what)
+		}
+	}
+	d.rec(r, optString(before), optString(after))
+}
+
 // absentValue marks a missing before or after.
 type absentValue struct{}
 
@@ -236,13 +266,10 @@ func (d *schemaDiffer) diffToolFields(o, n ToolDefinition) {
 			Reason: "the tool's name changed: calls by the old name fail"}}, o.Name, n.Name)
 	}
 	if o.Title != n.Title {
-		d.rec(diffRecord{Change: Change{Path: "title", Kind: DescriptionChanged, Keyword: "title",
-			Reason: "the tool's display title changed"}}, optString(o.Title), optString(n.Title))
+		d.recText(diffRecord{Change: Change{Path: "title", Kind: DescriptionChanged, Keyword: "title"}}, "the tool's title", o.Title, n.Title)
 	}
 	if o.Description != n.Description {
-		d.rec(diffRecord{Change: Change{Path: "description", Kind: DescriptionChanged, Keyword: "description", Security: true,
-			Reason: "the tool's description changed: the model reads it as instructions (tool poisoning, rug pull); review the new text"}},
-			optString(o.Description), optString(n.Description))
+		d.recText(diffRecord{Change: Change{Path: "description", Kind: DescriptionChanged, Keyword: "description"}}, "the tool's description", o.Description, n.Description)
 	}
 	for _, k := range unionKeys(o.Annotations, n.Annotations) {
 		ov, oOK := o.Annotations[k]
@@ -479,15 +506,13 @@ func (d *schemaDiffer) walk(o, n *SchemaNode, oldPath, newPath string) error {
 	// Descriptions and titles: the model reads them.
 	if o.Description != n.Description {
 		r := at
-		r.Kind, r.Keyword, r.Security = DescriptionChanged, "description", true
-		r.Reason = where + " description changed: its meaning may have changed"
-		d.rec(r, optString(o.Description), optString(n.Description))
+		r.Kind, r.Keyword = DescriptionChanged, "description"
+		d.recText(r, where+" description", o.Description, n.Description)
 	}
 	if o.Title != n.Title {
 		r := at
 		r.Kind, r.Keyword = DescriptionChanged, "title"
-		r.Reason = where + " title changed"
-		d.rec(r, optString(o.Title), optString(n.Title))
+		d.recText(r, where+" title", o.Title, n.Title)
 	}
 	// Other keywords.
 	for _, k := range unionKeys(o.Extra, n.Extra) {

@@ -119,7 +119,7 @@ var kindCases = []kindCase{
 	{"additionalProperties closed", obj(`"a":{}`), obj(`"a":{}`, `"additionalProperties":false`),
 		[]wantChange{{path: "", kind: AdditionalPropertiesChanged, breaking: [4]bool{true, false, false, true}}}},
 	{"description changed", obj(`"t":{"type":"integer","description":"timeout in seconds"}`), obj(`"t":{"type":"integer","description":"timeout in milliseconds"}`),
-		[]wantChange{{path: "t", keyword: "description", kind: DescriptionChanged, security: true}}},
+		[]wantChange{{path: "t", keyword: "description", kind: DescriptionChanged}}},
 	{"title changed", obj(`"t":{"title":"A"}`), obj(`"t":{"title":"B"}`),
 		[]wantChange{{path: "t", keyword: "title", kind: DescriptionChanged}}},
 	{"examples changed", obj(`"t":{"examples":[1]}`), obj(`"t":{"examples":[2]}`),

@@ -186,7 +186,7 @@ func planMigration(recs []diffRecord, loops []schemaLoop) MigrationPlan {
 					Reason: fmt.Sprintf("%s is now required and has no default to supply", r.Path)})
 			}
 		case DescriptionChanged:
-			if r.Keyword == "description" && r.Path != "" && !structural[r.Path] {
+			if r.Keyword == "description" && r.Path != "" && !structural[r.Path] && r.descClass != DescriptionReworded {
 				block(MigrationBlocker{Path: r.newPath, When: BlockWhenPresent,
 					Reason: fmt.Sprintf("only the description of %s changed: its meaning may have changed, and no migration can tell", r.Path)})
 			}

@@ -29,7 +29,9 @@ type DriftReport struct {
 	NewFingerprint string   `json:"new_fingerprint"`
 	Changes        []Change `json:"changes"`
 	// ChangedFields are the surface keys of all changes (SurfaceKey), the
-	// seed's changed_fields.
+	// seed's changed_fields, except wording edits of descriptions and
+	// titles (DescriptionReworded): Changes reports them for review, but
+	// they change no field.
 	ChangedFields []string `json:"changed_fields"`
 	// UsedFields are the surface keys the agent uses: the paths it sends
 	// and reads, and every changed path that affects it (see EvaluateDrift).
@@ -135,6 +137,9 @@ func (d *Drift) Evaluate(surface UsedSurface) (DriftReport, error) {
 	}
 	for _, r := range recs {
 		key := SurfaceKey(r.Side, r.Path)
+		if r.Kind == DescriptionChanged && r.descClass == DescriptionReworded {
+			continue // a wording edit: reported, but no field changed
+		}
 		changed = append(changed, key)
 		var affects bool
 		switch r.Side {
@@ -144,6 +149,12 @@ func (d *Drift) Evaluate(surface UsedSurface) (DriftReport, error) {
 			affects = outUse.affectedBy(r)
 		case SideInput:
 			affects = inUse.affectedBy(r) || reliesOn(r, inUse)
+		}
+		if r.Kind == DescriptionChanged && r.Side != SideTool {
+			// The model reads every field's description: text addressed to
+			// it affects every agent; a wording edit none; a change of
+			// numbers, units or negations the agents that use the field.
+			affects = r.Security || (r.descClass == DescriptionMeaning && affects)
 		}
 		if affects {
 			used[key] = true

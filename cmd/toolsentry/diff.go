@@ -45,11 +45,44 @@ manifest digest of the reference guard) and the migration plan that rewrites
 the agent's payloads (see toolsentry migrate).
 
 ` + toolInputsHelp + `
+Each change is judged by what the schema accepts. It narrows when the new
+schema accepts less (a type, enum value or anyOf branch removed, a bound
+tightened, a field required) and widens when it accepts more. The agent writes
+the input, so narrowing breaks it; it reads the output, so widening breaks it.
+anyOf and oneOf are unions whose branches are matched by structure, not
+position: anyOf [integer, null] (Pydantic's Optional[int]) is a nullable
+integer, and a change inside a branch is reported at the field's path. allOf
+is merged before comparison. Tuples (prefixItems, items as an array with
+additionalItems), not, if/then/else, dependentSchemas, patternProperties,
+additionalProperties and unevaluatedProperties are judged the same way.
+
+Description and title changes are classified without a model, by what the new
+text has that the old one had not:
+  instructions  security: the change affects every agent of the tool. Found by:
+                tags such as <IMPORTANT> or <system>; "you/the assistant must,
+                should, always, never"; "ignore previous instructions"; "before
+                using this tool"; "always/first/must call, read, send, pass";
+                "make sure to"; "pass/send/include ... its content"; "system
+                prompt"; "do not tell/mention/notify", "without telling", "hide
+                ... from the user"; secrets (API key, access token, password,
+                credentials, private or SSH key, id_rsa); files (~/..., /etc/,
+                C:\..., .ssh, .aws, .env, mcp.json, *.pem); a new URL or e-mail
+                address; format characters (zero-width, bidirectional controls,
+                Unicode tags); a base64-like run of 48 or more characters; text
+                more than 4 times longer and 400 characters more; a snake_case,
+                back-quoted or "the X tool" name that is neither in the old text
+                nor one of the tool's own or its fields' names, outside a
+                deprecation note ("DEPRECATED: Use read_text_file instead").
+  meaning       numbers, units (ms, seconds, bytes, ...) or negations (not, no,
+                only, ...) differ: affects the agents that use the field.
+  reworded      anything else (typo, punctuation, rephrasing): reported with a
+                review hint; affects no agent.
+
 Used surface paths are dotted property paths from the schema root, "[]" for
 array items: user_id, options.timeout, items[].id. A path covers what is
 below it. An agent is affected by a change on a path it uses, a breaking
 change on a parent of one, a changed or removed default of an input field it
-omits, and a changed tool description.
+omits, and a description or title that now holds instructions to the model.
 
 Flags (they may come before or after the files):
   --used PATHS         input paths the agent sends, comma separated; repeatable (default: none)
