@@ -297,10 +297,41 @@ func (d *schemaDiffer) diffToolFields(o, n ToolDefinition) {
 		if oOK && nOK && sameValue(ov, nv) {
 			continue
 		}
-		d.rec(diffRecord{Change: Change{Path: escapePathName(k), Kind: AnnotationChanged, Keyword: k, Breaking: true,
-			Reason: fmt.Sprintf("tool field %s changed; its effect on callers is not known, so it counts as breaking", k)}},
-			optValue(ov, oOK), optValue(nv, nOK))
+		r := diffRecord{Change: Change{Path: escapePathName(k), Kind: AnnotationChanged, Keyword: k,
+			Reason: fmt.Sprintf("tool field %s changed; it affects only agents that depend on it", k)}}
+		if k == "execution" {
+			r.Breaking, r.Reason = executionChange(ov, nv)
+		}
+		d.rec(r, optValue(ov, oOK), optValue(nv, nOK))
 	}
+}
+
+// taskSupport is a Tool's execution.taskSupport (MCP 2025-11-25), with
+// the spec's default "forbidden" when absent.
+func taskSupport(execution any) string {
+	if m, ok := execution.(map[string]any); ok {
+		if s, ok := m["taskSupport"].(string); ok {
+			return s
+		}
+	}
+	return "forbidden"
+}
+
+// executionChange judges a change of the Tool's execution field: a tool
+// that now requires task execution breaks every plain call; one that no
+// longer allows it breaks only agents that run it as a task (they depend
+// on "execution", see UsedSurface.Tool).
+func executionChange(o, n any) (breaking bool, reason string) {
+	ot, nt := taskSupport(o), taskSupport(n)
+	switch {
+	case ot == nt:
+		return false, fmt.Sprintf("tool field execution changed but task support is still %q (absent means forbidden): no call changes", nt)
+	case nt == "required":
+		return true, fmt.Sprintf("task support changed from %q to %q: a call that is not a task is refused", ot, nt)
+	case nt == "forbidden" || ot == "required":
+		return false, fmt.Sprintf("task support changed from %q to %q: it affects only agents that run the tool as a task", ot, nt)
+	}
+	return false, fmt.Sprintf("task support changed from %q to %q", ot, nt)
 }
 
 func optString(s string) any {

@@ -131,9 +131,20 @@ func planMigration(recs []diffRecord, loops []schemaLoop) MigrationPlan {
 			moves = append(moves, MigrationStep{Op: OpMove, Path: from, To: r.newPath,
 				Reason: fmt.Sprintf("field %s was renamed to %s", r.Path, r.newPath)})
 		case FieldRemoved:
+			if r.oldNode.False {
+				continue // no valid payload carried it
+			}
 			block(MigrationBlocker{Path: r.newPath, When: BlockWhenPresent,
 				Reason: fmt.Sprintf("field %s was removed without a counterpart: its value would be lost", r.Path)})
+			if r.oldNode.HasDefault && !restoredDefault(recs, r) {
+				block(MigrationBlocker{Path: r.newPath, When: BlockWhenAbsent,
+					Reason: fmt.Sprintf("field %s (default %s) was removed: a payload that omits it relied on its default, and no new field restores it",
+						r.Path, canonicalRaw(r.oldNode.Default))})
+			}
 		case TypeChanged:
+			if r.Path == "" && r.newNode.Types.Values()&TypeObject != 0 && !r.newNode.False {
+				continue // the arguments are an object, which the new root takes
+			}
 			step, blocker := planConvert(r)
 			if step != nil {
 				converts = append(converts, *step)
@@ -142,7 +153,7 @@ func planMigration(recs []diffRecord, loops []schemaLoop) MigrationPlan {
 				block(*blocker)
 			}
 		case NullableChanged:
-			if !r.newNode.Nullable() {
+			if !r.newNode.Nullable() && r.Path != "" { // the arguments are never null
 				block(MigrationBlocker{Path: r.newPath, When: BlockWhenValue, Values: []json.RawMessage{json.RawMessage("null")},
 					Reason: fmt.Sprintf("%s no longer accepts null and null has no counterpart", describePath(r.Path))})
 			}
@@ -215,6 +226,23 @@ func planMigration(recs []diffRecord, loops []schemaLoop) MigrationPlan {
 		return a.Path == b.Path && a.When == b.When && a.Reason == b.Reason
 	})
 	return plan
+}
+
+// restoredDefault reports whether a field added next to the removed one
+// (same parent, same side) restores its default: the same type and the
+// same default value.
+func restoredDefault(recs []diffRecord, removed diffRecord) bool {
+	parent, _ := splitLastPathSegment(removed.Path)
+	for _, a := range recs {
+		if a.Side != removed.Side || a.Kind != FieldAdded || a.newNode == nil || !a.newNode.HasDefault {
+			continue
+		}
+		if p, _ := splitLastPathSegment(a.Path); p == parent && sameValue(a.newNode.Default, removed.oldNode.Default) &&
+			coreTypes(a.newNode) == coreTypes(removed.oldNode) {
+			return true
+		}
+	}
+	return false
 }
 
 // repeatPath rewrites a path (new names) that lies inside recursive

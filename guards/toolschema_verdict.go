@@ -19,6 +19,103 @@ import (
 type UsedSurface struct {
 	Input  []string `json:"input,omitempty"`
 	Output []string `json:"output,omitempty"`
+	// Tool are the Tool-level fields the agent depends on, as change paths
+	// of the tool side ("execution" for an agent that runs the tool as a
+	// task, "icons", "_meta"): a change there affects it even when the
+	// change breaks no plain call.
+	Tool []string `json:"tool,omitempty"`
+	// Sends, when known, is what the agent's recorded calls send at each
+	// input path (paths as in Input, objects and arrays included): the JSON
+	// types seen and whether every call sent it (SendsFromArguments). With
+	// it, a narrowing that still accepts what the agent sends does not
+	// affect it: a field it always sent becoming required, a type change
+	// that accepts the types it sent, null refused where it never sent
+	// null, a default changed on a field it always sends. Without it, a
+	// default changed on an Input path does not affect the agent (it sends
+	// the field); other narrowings on Input paths do.
+	Sends map[string]SentField `json:"sends,omitempty"`
+}
+
+// SentField is what an agent's recorded calls sent at one input path.
+type SentField struct {
+	// Types are the JSON types of the values sent (0: not known).
+	Types TypeSet `json:"types,omitempty"`
+	// Always is true when every recorded call sent the path (inside every
+	// sent object that holds it).
+	Always bool `json:"always,omitempty"`
+}
+
+// SendsFromArguments derives UsedSurface.Sends from the arguments objects
+// of an agent's recorded calls: per path (as SurfaceFromArguments and
+// ArgumentTypes write them), the types seen in any call, and whether every
+// call sent it. Only names and types, never values.
+func SendsFromArguments(calls ...any) map[string]SentField {
+	out := map[string]SentField{}
+	seen := map[string]int{}
+	for _, args := range calls {
+		for p, t := range ArgumentTypes(args) {
+			f := out[p]
+			f.Types |= t
+			out[p] = f
+			seen[p]++
+		}
+	}
+	for p, f := range out {
+		f.Always = seen[p] == len(calls)
+		out[p] = f
+	}
+	return out
+}
+
+// sentFits reports whether what the agent is recorded to send still fits
+// an input change (see UsedSurface.Sends), so that the change does not
+// affect it.
+func (s UsedSurface) sentFits(r diffRecord, in surfaceIndex) bool {
+	if r.Side != SideInput || !r.Breaking {
+		return false // only a narrowing can be cleared
+	}
+	var sent SentField
+	var ok bool
+	switch {
+	case r.Path == "":
+		sent, ok = SentField{Types: TypeObject, Always: true}, true // arguments are an object
+	case s.Sends != nil:
+		sent, ok = s.Sends[r.Path]
+	default:
+		// Without recorded calls, a used path is taken as sent (its types
+		// unknown) for a default only: --used means "sends".
+		return r.Kind == DefaultChanged && in.given[r.Path]
+	}
+	if !ok {
+		return false
+	}
+	accepts := r.newNode != nil && !r.newNode.False && (sent.Types == 0 || r.newNode.Types.Accepts(sent.Types))
+	switch r.Kind {
+	case TypeChanged:
+		return sent.Types != 0 && accepts
+	case NullableChanged:
+		return sent.Types != 0 && sent.Types&TypeNull == 0
+	case RequiredChanged, FieldAdded:
+		return r.required && sent.Always && accepts
+	case DefaultChanged:
+		return sent.Always
+	case AdditionalPropertiesChanged:
+		// Closed or constrained further: fits when every name the agent
+		// sends directly under this object is declared.
+		if s.Sends == nil || r.newNode == nil {
+			return false
+		}
+		for p := range s.Sends {
+			if parent, ok := parentPath(p); ok && parent == r.Path && !strings.HasSuffix(p, "[]") {
+				_, leaf := splitLastPathSegment(p)
+				if _, declared := r.newNode.Properties[unescapePathName(leaf)]; !declared {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // DriftReport is the outcome of comparing a tool's recorded schema with its
@@ -30,8 +127,9 @@ type DriftReport struct {
 	Changes        []Change `json:"changes"`
 	// ChangedFields are the surface keys of all changes (SurfaceKey), the
 	// seed's changed_fields, except wording edits of descriptions and
-	// titles (DescriptionReworded): Changes reports them for review, but
-	// they change no field.
+	// titles (DescriptionReworded) and input changes that what this agent
+	// sends still fits (see UsedSurface.Sends): Changes reports them, but
+	// they change nothing the agent does.
 	ChangedFields []string `json:"changed_fields"`
 	// UsedFields are the surface keys the agent uses: the paths it sends
 	// and reads, and every changed path that affects it (see EvaluateDrift).
@@ -65,13 +163,21 @@ func SurfaceKey(side ChangeSide, path string) string {
 // EvaluateDrift diffs old (the baseline) against new for an agent with the
 // given used surface, decides with the seed's gate, and plans the
 // migration. The agent is affected by
-//   - any change on a path it sends or reads, or below one;
+//   - any change on a path it sends or reads, or below one, but a default's
+//     change (it reaches the agent only through calls that omit the field)
+//     and a reworded description;
 //   - a breaking change on a parent of such a path (its type, say);
 //   - a change to an input field it omits but relies on, in an object it
 //     sends (the root always): a default that changed or was removed, a
 //     field that became required;
 //   - a breaking or security-relevant change of the tool's own fields (its
-//     name, description, annotations: every caller's model reads them).
+//     name, description: every caller's model reads them), and a change of
+//     a Tool field it depends on (UsedSurface.Tool);
+//   - a description or title anywhere that now holds instructions to the
+//     model.
+//
+// An input narrowing that still accepts what the agent is recorded to send
+// (UsedSurface.Sends) does not affect it.
 func EvaluateDrift(old, new ToolDefinition, surface UsedSurface) (DriftReport, error) {
 	oldFP, err := Fingerprint(old)
 	if err != nil {
@@ -124,9 +230,16 @@ func (d *Drift) Evaluate(surface UsedSurface) (DriftReport, error) {
 		}
 	}
 
-	surface = UsedSurface{Input: unrollSurface(surface.Input, SideInput, loops), Output: unrollSurface(surface.Output, SideOutput, loops)}
+	for p := range surface.Sends {
+		if _, err := parseSchemaPath(p); err != nil {
+			return DriftReport{}, fmt.Errorf("used surface: sends: %w", err)
+		}
+	}
+
+	surface.Input, surface.Output = unrollSurface(surface.Input, SideInput, loops), unrollSurface(surface.Output, SideOutput, loops)
 	inUse := newSurfaceIndex(surface.Input)
 	outUse := newSurfaceIndex(surface.Output)
+	toolUse := newSurfaceIndex(surface.Tool)
 	changed := make([]string, 0, len(recs))
 	used := map[string]bool{}
 	for _, p := range surface.Input {
@@ -140,15 +253,26 @@ func (d *Drift) Evaluate(surface UsedSurface) (DriftReport, error) {
 		if r.Kind == DescriptionChanged && r.descClass == DescriptionReworded {
 			continue // a wording edit: reported, but no field changed
 		}
+		if surface.sentFits(r, inUse) {
+			continue // what the agent sends still fits: not a change for it
+		}
 		changed = append(changed, key)
 		var affects bool
 		switch r.Side {
 		case SideTool:
-			affects = r.Breaking || r.Security
+			// Annotations are hints and never break a payload; other Tool
+			// fields affect the agents that depend on them.
+			affects = r.Breaking || r.Security || toolUse.covers(r.Path)
 		case SideOutput:
 			affects = outUse.affectedBy(r)
 		case SideInput:
-			affects = inUse.affectedBy(r) || reliesOn(r, inUse)
+			if r.Kind == DefaultChanged {
+				// A default reaches the agent only through calls that omit
+				// the field.
+				affects = reliesOn(r, inUse)
+			} else {
+				affects = inUse.affectedBy(r) || reliesOn(r, inUse)
+			}
 		}
 		if r.Kind == DescriptionChanged && r.Side != SideTool {
 			// The model reads every field's description: text addressed to
@@ -388,4 +512,19 @@ func collectTypes(v any, path string, into map[string]TypeSet) {
 			into[path] |= TypeNumber
 		}
 	}
+}
+
+// unescapePathName undoes escapePathName on one name.
+func unescapePathName(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+1 < len(s) {
+			i++
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }

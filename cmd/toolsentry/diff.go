@@ -82,12 +82,20 @@ Used surface paths are dotted property paths from the schema root, "[]" for
 array items: user_id, options.timeout, items[].id. A path covers what is
 below it. An agent is affected by a change on a path it uses, a breaking
 change on a parent of one, a changed or removed default of an input field it
-omits, and a description or title that now holds instructions to the model.
+omits (a default reaches an agent only through calls that omit the field:
+--used means "sends"), a description or title that now holds instructions to
+the model, and a Tool field it depends on (--used-tool; annotations are hints
+and never break a payload).
 
 Flags (they may come before or after the files):
   --used PATHS         input paths the agent sends, comma separated; repeatable (default: none)
   --used-output PATHS  output paths the agent reads, comma separated; repeatable (default: none)
-  --args FILE          an arguments object the agent sent: its paths are added to --used
+  --used-tool FIELDS   Tool fields the agent depends on, comma separated; repeatable (default:
+                       none): execution for an agent that runs the tool as a task
+  --args FILE          an arguments object the agent sent: its paths are added to --used,
+                       and a narrowing that still accepts what it sends (a field it sends
+                       becoming required, a type that still takes its values) does not
+                       affect it
   --tool NAME          the tool to compare when OLD or NEW lists several (default: the only one)
   --json               print one JSON object instead of the table (default: false):
                        {"old_fingerprint", "new_fingerprint", "changes", "verdict",
@@ -215,6 +223,8 @@ func runDiff(_ context.Context, args []string, io stdio) error {
 	var used, usedOutput listFlag
 	fs.Var(&used, "used", "")
 	fs.Var(&usedOutput, "used-output", "")
+	var usedTool listFlag
+	fs.Var(&usedTool, "used-tool", "")
 	argsFile := fs.String("args", "", "")
 	toolName := fs.String("tool", "", "")
 	asJSON := fs.Bool("json", false, "")
@@ -230,6 +240,7 @@ func runDiff(_ context.Context, args []string, io stdio) error {
 			return usageErrorf("--used or --used-output: %s", strings.TrimPrefix(err.Error(), guards.ErrInvalid.Error()+": "))
 		}
 	}
+	var sends map[string]guards.SentField
 	if *argsFile != "" {
 		raw, err := os.ReadFile(*argsFile)
 		if err != nil {
@@ -240,12 +251,13 @@ func runDiff(_ context.Context, args []string, io stdio) error {
 			return fmt.Errorf("%s: %w", *argsFile, err)
 		}
 		used = append(used, guards.SurfaceFromArguments(payload)...)
+		sends = guards.SendsFromArguments(payload)
 	}
 	oldT, newT, err := loadToolPair(files[0], files[1], *toolName)
 	if err != nil {
 		return err
 	}
-	rep, err := guards.EvaluateDrift(oldT, newT, guards.UsedSurface{Input: used, Output: usedOutput})
+	rep, err := guards.EvaluateDrift(oldT, newT, guards.UsedSurface{Input: used, Output: usedOutput, Tool: usedTool, Sends: sends})
 	if err != nil {
 		return err
 	}

@@ -57,6 +57,9 @@ var diffGoldenCases = []struct {
 	{"output_array_to_string", "results[].url,results[].title"},
 	{"description_rug_pull", ""},
 	{"recursive_filter", ""},
+	{"default_replaced", ""},
+	{"typed_empty_schema", ""},
+	{"optional_widened", "issues[].state"},
 }
 
 func TestDiffGolden(t *testing.T) {

@@ -59,7 +59,7 @@ func runMigrate(_ context.Context, args []string, io stdio) error {
 	if err != nil {
 		return fmt.Errorf("reading the payload from standard input: %w", err)
 	}
-	rep, err := guards.EvaluateDrift(oldT, newT, guards.UsedSurface{Input: guards.SurfaceFromArguments(payload)})
+	rep, err := guards.EvaluateDrift(oldT, newT, guards.UsedSurface{Input: guards.SurfaceFromArguments(payload), Sends: guards.SendsFromArguments(payload)})
 	if err != nil {
 		return err
 	}

@@ -28,6 +28,10 @@ func TestMigrateCommand(t *testing.T) {
 		{"boolean replaced by an enum", "boolean_to_enum", `{"query":"q","safesearch":false}`, 1, "", "cannot migrate safesearch"},
 		{"recursive", "recursive_filter", `{"database_id":"d","filter":{"op":"equals","and":[{"op":"contains","and":[{"op":"equals"}]}]}}`, 0,
 			`{"database_id":"d","filter":{"and":[{"and":[{"operator":"equals"}],"operator":"contains"}],"operator":"equals"}}` + "\n", ""},
+		{"default relied on, field replaced", "default_replaced", `{"ref":"HEAD"}`, 1, "",
+			"cannot migrate include_diff: field include_diff (default true) was removed: a payload that omits it relied on its default"},
+		{"empty schema typed, payload fits", "typed_empty_schema", `{"path":"/srv/a.txt"}`, 0, `{"path":"/srv/a.txt"}` + "\n", ""},
+		{"empty schema typed, required field omitted", "typed_empty_schema", `{}`, 1, "", "cannot migrate path: path is now required"},
 		{"not JSON", "enum_uppercased", `{"owner":`, 1, "", "reading the payload from standard input"},
 		{"two values", "enum_uppercased", `{} {}`, 1, "", "data after the JSON value"},
 	}

@@ -1,0 +1,131 @@
+package guards
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+// driftFor evaluates old against new for a surface and returns the
+// affected keys and the verdict.
+func driftFor(t *testing.T, old, new string, surface UsedSurface) ([]string, SchemaVerdict, DriftReport) {
+	t.Helper()
+	rep, err := EvaluateDrift(bareTool(t, old), bareTool(t, new), surface)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep.Affected, rep.Manifest.Verdict, rep
+}
+
+// Rule 5: a changed default reaches an agent only through calls that omit
+// the field.
+func TestDriftDefaults(t *testing.T) {
+	old := `{"name":"t","inputSchema":{"type":"object","properties":{"q":{"type":"string"},"dry":{"type":"boolean","default":false}}}}`
+	new := `{"name":"t","inputSchema":{"type":"object","properties":{"q":{"type":"string"},"dry":{"type":"boolean","default":true}}}}`
+	for _, tc := range []struct {
+		name    string
+		surface UsedSurface
+		want    []string
+	}{
+		{"--used sends it", UsedSurface{Input: []string{"q", "dry"}}, nil},
+		{"omits it", UsedSurface{Input: []string{"q"}}, []string{"dry"}},
+		{"always sent in the recorded calls", UsedSurface{Input: []string{"q", "dry"}, Sends: SendsFromArguments(
+			map[string]any{"q": "a", "dry": true}, map[string]any{"q": "b", "dry": false})}, nil},
+		{"sometimes omitted in the recorded calls", UsedSurface{Input: []string{"q", "dry"}, Sends: SendsFromArguments(
+			map[string]any{"q": "a", "dry": true}, map[string]any{"q": "b"})}, []string{"dry"}},
+	} {
+		got, _, _ := driftFor(t, old, new, tc.surface)
+		if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("%s: affected (-want +got):\n%s", tc.name, diff)
+		}
+	}
+}
+
+// Rule 5: a field relied on by default that disappears blocks the
+// migration, unless a new field restores its default.
+func TestMigrationRefusesLostDefault(t *testing.T) {
+	old := `{"name":"diff","inputSchema":{"type":"object","properties":{"ref":{"type":"string"},"include_diff":{"type":"boolean","default":true}}}}`
+	replaced := `{"name":"diff","inputSchema":{"type":"object","properties":{"ref":{"type":"string"},"detail":{"type":"string","enum":["stats","full"],"default":"stats"}}}}`
+	_, verdict, rep := driftFor(t, old, replaced, UsedSurface{Input: []string{"ref"}})
+	if verdict != DriftOnUsedFields {
+		t.Errorf("verdict %s, want %s: the agent relied on include_diff's default", verdict, DriftOnUsedFields)
+	}
+	for _, payload := range []map[string]any{{"ref": "main"}, {"ref": "main", "include_diff": true}} {
+		out, err := rep.Migration.Apply(payload)
+		var me *MigrationError
+		if !errors.Is(err, ErrCannotMigrate) || !errors.As(err, &me) || me.Path != "include_diff" {
+			t.Errorf("Apply(%v) = %v, %v; want a refusal at include_diff", payload, out, err)
+		}
+	}
+	restored := `{"name":"diff","inputSchema":{"type":"object","properties":{"ref":{"type":"string"},"with_diff":{"type":"boolean","default":true}}}}`
+	_, _, rep = driftFor(t, old, restored, UsedSurface{Input: []string{"ref"}})
+	if out, err := rep.Migration.Apply(map[string]any{"ref": "main"}); err != nil {
+		t.Errorf("a new field restores the default, yet Apply = %v, %v", out, err)
+	}
+}
+
+// Rule 6: Tool-level fields are reported; they affect an agent only when it
+// depends on them, and annotations never break.
+func TestDriftToolFields(t *testing.T) {
+	tool := func(extra string) string {
+		return `{"name":"read_file","inputSchema":{"type":"object","properties":{"path":{"type":"string"}}}` + extra + `}`
+	}
+	surface := UsedSurface{Input: []string{"path"}}
+	tasks := UsedSurface{Input: []string{"path"}, Tool: []string{"execution"}}
+	for _, tc := range []struct {
+		name     string
+		old, new string
+		surface  UsedSurface
+		breaking bool
+		want     []string
+	}{
+		{"forbidden spelled out (the default)", tool(""), tool(`,"execution":{"taskSupport":"forbidden"}`), surface, false, nil},
+		{"forbidden spelled out, task agent", tool(""), tool(`,"execution":{"taskSupport":"forbidden"}`), tasks, false, []string{"tool:execution"}},
+		{"tasks no longer allowed, plain agent", tool(`,"execution":{"taskSupport":"optional"}`), tool(`,"execution":{"taskSupport":"forbidden"}`), surface, false, nil},
+		{"tasks no longer allowed, task agent", tool(`,"execution":{"taskSupport":"optional"}`), tool(`,"execution":{"taskSupport":"forbidden"}`), tasks, false, []string{"tool:execution"}},
+		{"tasks now required", tool(""), tool(`,"execution":{"taskSupport":"required"}`), surface, true, []string{"tool:execution"}},
+		{"unknown Tool field added", tool(""), tool(`,"streaming":{"mode":"chunks"}`), surface, false, nil},
+		{"unknown Tool field changed, agent depends on it", tool(`,"streaming":{"mode":"lines"}`), tool(`,"streaming":{"mode":"chunks"}`),
+			UsedSurface{Tool: []string{"streaming"}}, false, []string{"tool:streaming"}},
+		{"annotation hint added", tool(""), tool(`,"annotations":{"idempotentHint":true}`), surface, false, nil},
+	} {
+		got, _, rep := driftFor(t, tc.old, tc.new, tc.surface)
+		if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("%s: affected (-want +got):\n%s", tc.name, diff)
+		}
+		if len(rep.Changes) != 1 || rep.Changes[0].Side != SideTool || rep.Changes[0].Breaking != tc.breaking {
+			t.Errorf("%s: changes %+v, want one tool change, breaking %v", tc.name, rep.Changes, tc.breaking)
+		}
+	}
+}
+
+// Rule 7: the server release that typed its empty input schemas. An agent
+// whose calls always sent path as a string is not affected.
+func TestDriftAgainstWhatIsSent(t *testing.T) {
+	old := `{"name":"read_file","inputSchema":{"$schema":"http://json-schema.org/draft-07/schema#"}}`
+	new := `{"name":"read_file","inputSchema":{"type":"object","properties":{"path":{"type":"string"}},"required":["path"],"additionalProperties":false},
+		"execution":{"taskSupport":"forbidden"}}`
+	calls := func(args ...any) UsedSurface {
+		return UsedSurface{Input: SurfaceFromArguments(args[0]), Sends: SendsFromArguments(args...)}
+	}
+	for _, tc := range []struct {
+		name    string
+		surface UsedSurface
+		want    []string
+	}{
+		{"always sent path as a string", calls(map[string]any{"path": "/a"}, map[string]any{"path": "/b"}), nil},
+		{"sent path as a number", calls(map[string]any{"path": 3.0}), []string{"path"}},
+		{"sometimes omitted path", calls(map[string]any{"path": "/a"}, map[string]any{}), []string{"path"}},
+		{"no recorded calls, --used path", UsedSurface{Input: []string{"path"}}, []string{"$", "path"}},
+	} {
+		got, verdict, _ := driftFor(t, old, new, tc.surface)
+		if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("%s: affected (-want +got):\n%s", tc.name, diff)
+		}
+		if len(tc.want) == 0 && verdict != DriftOnUnusedFields {
+			t.Errorf("%s: verdict %s, want %s", tc.name, verdict, DriftOnUnusedFields)
+		}
+	}
+}
