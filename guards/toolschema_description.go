@@ -65,23 +65,24 @@ var descriptionRuleLabels = map[string]string{
 // descriptionPatterns are the rules that count matches: a rule fires when
 // the new text matches more often than the old one.
 var descriptionPatterns = []struct {
-	rule string
-	re   *regexp.Regexp
+	rule  string
+	hints []string // the pattern can match only text holding one of these (lower case)
+	re    *regexp.Regexp
 }{
-	{"instruction", regexp.MustCompile(`(?i)<\s*/?\s*(important|system|instructions?|secret|hidden|admin|context|rules?|prompt)\b[^>]*>`)},
-	{"instruction", regexp.MustCompile(`(?i)\b(you|the assistant|the model|the ai|the agent|the llm)\s+(must|should|shall|need to|have to|are required to|always|never)\b`)},
-	{"instruction", regexp.MustCompile(`(?i)\b(ignore|disregard|forget|override)\s+(all\s+|any\s+)?(of\s+)?(the\s+|your\s+)?(previous|prior|above|earlier|other|system|original)\b`)},
-	{"instruction", regexp.MustCompile(`(?i)\bbefore (using|calling|invoking|running) (this|the|any)\b`)},
-	{"instruction", regexp.MustCompile(`(?i)\b(always|first|must)\s+(call|run|invoke|read|send|pass|forward|copy|upload|change)\b`)},
-	{"instruction", regexp.MustCompile(`(?i)\bmake sure (to|you|that you)\b`)},
-	{"instruction", regexp.MustCompile(`(?i)\b(pass|send|forward|upload|include|attach|append)\b[^.]{0,40}\b(its|the|their|file'?s?)\s+(content|contents)\b`)},
-	{"instruction", regexp.MustCompile(`(?i)\b(system prompt|system message|developer message)\b`)},
-	{"concealment", regexp.MustCompile(`(?i)\b(do not|don't|dont|never|must not|should not)\s+(tell|inform|mention|reveal|notify|alert|show|let)\b`)},
-	{"concealment", regexp.MustCompile(`(?i)\bwithout (telling|informing|notifying|asking|alerting|letting)\b`)},
-	{"concealment", regexp.MustCompile(`(?i)\b(hide|conceal|keep)\b[^.]{0,30}\bfrom the user\b`)},
-	{"concealment", regexp.MustCompile(`(?i)\bthe user (must not|should not|shouldn't|need not|does not need to|doesn't need to) (know|see|be told)\b`)},
-	{"secret", regexp.MustCompile(`(?i)\b(api[ _-]?keys?|access[ _-]?tokens?|secret[ _-]?keys?|private[ _-]?keys?|passwords?|passphrases?|credentials?|ssh[ _-]?keys?|bearer tokens?|session cookies?|seed phrases?|mnemonics?|id_rsa|id_ed25519|aws_secret_access_key)\b`)},
-	{"file", regexp.MustCompile(`~[/\\][\w.\-/\\]+|(^|[\s'"` + "`" + `(])/(etc|home|root|Users|var|proc)/[\w.\-/]*|\b[A-Za-z]:\\[\w\\.\-]+|(^|[^\w])\.(ssh|aws|cursor|gnupg|kube|docker|netrc|npmrc|pgpass|env|bash_history)\b|\bmcp\.json\b|\b[\w-]+\.(pem|p12|pfx|kdbx|keychain)\b`)},
+	{"instruction", []string{"<"}, regexp.MustCompile(`(?i)<\s*/?\s*(important|system|instructions?|secret|hidden|admin|context|rules?|prompt)\b[^>]*>`)},
+	{"instruction", []string{"must", "should", "shall", "need to", "have to", "required", "always", "never"}, regexp.MustCompile(`(?i)\b(you|the assistant|the model|the ai|the agent|the llm)\s+(must|should|shall|need to|have to|are required to|always|never)\b`)},
+	{"instruction", []string{"ignore", "disregard", "forget", "override"}, regexp.MustCompile(`(?i)\b(ignore|disregard|forget|override)\s+(all\s+|any\s+)?(of\s+)?(the\s+|your\s+)?(previous|prior|above|earlier|other|system|original)\b`)},
+	{"instruction", []string{"before"}, regexp.MustCompile(`(?i)\bbefore (using|calling|invoking|running) (this|the|any)\b`)},
+	{"instruction", []string{"always", "first", "must"}, regexp.MustCompile(`(?i)\b(always|first|must)\s+(call|run|invoke|read|send|pass|forward|copy|upload|change)\b`)},
+	{"instruction", []string{"make sure"}, regexp.MustCompile(`(?i)\bmake sure (to|you|that you)\b`)},
+	{"instruction", []string{"content"}, regexp.MustCompile(`(?i)\b(pass|send|forward|upload|include|attach|append)\b[^.]{0,40}\b(its|the|their|file'?s?)\s+(content|contents)\b`)},
+	{"instruction", []string{"system", "developer"}, regexp.MustCompile(`(?i)\b(system prompt|system message|developer message)\b`)},
+	{"concealment", []string{"not", "n't", "dont", "never"}, regexp.MustCompile(`(?i)\b(do not|don't|dont|never|must not|should not)\s+(tell|inform|mention|reveal|notify|alert|show|let)\b`)},
+	{"concealment", []string{"without"}, regexp.MustCompile(`(?i)\bwithout (telling|informing|notifying|asking|alerting|letting)\b`)},
+	{"concealment", []string{"from the user"}, regexp.MustCompile(`(?i)\b(hide|conceal|keep)\b[^.]{0,30}\bfrom the user\b`)},
+	{"concealment", []string{"the user"}, regexp.MustCompile(`(?i)\bthe user (must not|should not|shouldn't|need not|does not need to|doesn't need to) (know|see|be told)\b`)},
+	{"secret", []string{"key", "token", "password", "passphrase", "credential", "cookie", "seed", "mnemonic", "id_rsa", "id_ed25519", "aws_secret"}, regexp.MustCompile(`(?i)\b(api[ _-]?keys?|access[ _-]?tokens?|secret[ _-]?keys?|private[ _-]?keys?|passwords?|passphrases?|credentials?|ssh[ _-]?keys?|bearer tokens?|session cookies?|seed phrases?|mnemonics?|id_rsa|id_ed25519|aws_secret_access_key)\b`)},
+	{"file", []string{"~", "/etc/", "/home/", "/root/", "/users/", "/var/", "/proc/", ":\\", ".ssh", ".aws", ".cursor", ".gnupg", ".kube", ".docker", ".netrc", ".npmrc", ".pgpass", ".env", ".bash_history", "mcp.json", ".pem", ".p12", ".pfx", ".kdbx", ".keychain"}, regexp.MustCompile(`~[/\\][\w.\-/\\]+|(^|[\s'"` + "`" + `(])/(etc|home|root|Users|var|proc)/[\w.\-/]*|\b[A-Za-z]:\\[\w\\.\-]+|(^|[^\w])\.(ssh|aws|cursor|gnupg|kube|docker|netrc|npmrc|pgpass|env|bash_history)\b|\bmcp\.json\b|\b[\w-]+\.(pem|p12|pfx|kdbx|keychain)\b`)},
 }
 
 var (
@@ -90,7 +91,6 @@ var (
 	blobPattern   = regexp.MustCompile(`[A-Za-z0-9+/_-]{48,}={0,2}`)
 	identPattern  = regexp.MustCompile("`([A-Za-z_][\\w.-]*)`|\\b([a-z][a-z0-9]*(?:_[a-z0-9]+)+)\\b|\\b(?:the|a|an|call|use|invoke|run)\\s+([a-z][\\w-]*)\\s+(?:tool|function)\\b")
 	deprecPattern = regexp.MustCompile(`(?i)\b(deprecated|obsolete|superseded|replaced by|renamed to|moved to|use\s+\S+\s+instead|instead use|prefer\s+\S+)\b`)
-	wordPattern   = regexp.MustCompile(`[\p{L}\p{N}]+`)
 )
 
 // meaningWords are the words whose change changes what a value means.
@@ -110,6 +110,12 @@ var meaningWords = map[string]bool{
 // (the tool's own name, its fields' names). The findings say what the new
 // text has that the old one did not.
 func ClassifyDescription(old, new string, known map[string]bool) (DescriptionClass, []DescriptionFinding) {
+	return classifyDescription(old, new, func() map[string]bool { return known })
+}
+
+// classifyDescription is ClassifyDescription with the known names computed
+// only when a name needs them.
+func classifyDescription(old, new string, known func() map[string]bool) (DescriptionClass, []DescriptionFinding) {
 	var found []DescriptionFinding
 	add := func(rule, text string) {
 		if len(text) > 60 {
@@ -122,32 +128,46 @@ func ClassifyDescription(old, new string, known map[string]bool) (DescriptionCla
 		}
 		found = append(found, DescriptionFinding{rule, strings.TrimSpace(text)})
 	}
+	lowNew, lowOld := strings.ToLower(new), strings.ToLower(old)
 	for _, p := range descriptionPatterns {
+		if !containsAny(lowNew, p.hints) {
+			continue // a cheap test first: regular expressions are the cost of a diff
+		}
 		nm := p.re.FindAllString(new, -1)
-		if len(nm) > len(p.re.FindAllString(old, -1)) {
+		if len(nm) > 0 && (!containsAny(lowOld, p.hints) || len(nm) > len(p.re.FindAllString(old, -1))) {
 			add(p.rule, nm[0])
 		}
 	}
-	oldURLs := stringSet(urlPattern.FindAllString(old, -1))
-	for _, u := range urlPattern.FindAllString(new, -1) {
-		if !oldURLs[u] {
-			add("url", u)
+	hasURL := strings.Contains(new, "://") || strings.Contains(lowNew, "www.")
+	if hasURL {
+		oldURLs := stringSet(urlPattern.FindAllString(old, -1))
+		for _, u := range urlPattern.FindAllString(new, -1) {
+			if !oldURLs[u] {
+				add("url", u)
+			}
 		}
 	}
-	oldMails := stringSet(emailPattern.FindAllString(old, -1))
-	for _, m := range emailPattern.FindAllString(new, -1) {
-		if !oldMails[m] {
-			add("email", m)
+	if strings.Contains(new, "@") {
+		oldMails := stringSet(emailPattern.FindAllString(old, -1))
+		for _, m := range emailPattern.FindAllString(new, -1) {
+			if !oldMails[m] {
+				add("email", m)
+			}
 		}
 	}
 	if h, n := hiddenRunes(new); n > countHidden(old) {
 		add("hidden", h)
 	}
-	stripped := urlPattern.ReplaceAllString(new, " ")
-	oldBlobs := stringSet(blobPattern.FindAllString(urlPattern.ReplaceAllString(old, " "), -1))
-	for _, b := range blobPattern.FindAllString(stripped, -1) {
-		if !oldBlobs[b] && looksEncoded(b) {
-			add("blob", fmt.Sprintf("%d characters", len(b)))
+	if longRun(new, 48) {
+		stripped := new
+		if hasURL {
+			stripped = urlPattern.ReplaceAllString(new, " ")
+		}
+		oldBlobs := stringSet(blobPattern.FindAllString(urlPattern.ReplaceAllString(old, " "), -1))
+		for _, b := range blobPattern.FindAllString(stripped, -1) {
+			if !oldBlobs[b] && looksEncoded(b) {
+				add("blob", fmt.Sprintf("%d characters", len(b)))
+			}
 		}
 	}
 	if ol, nl := utf8.RuneCountInString(old), utf8.RuneCountInString(new); nl > 4*ol && nl-ol > 400 {
@@ -169,7 +189,11 @@ func ClassifyDescription(old, new string, known map[string]bool) (DescriptionCla
 // (snake_case, `quoted`, "the X tool") and is neither in old nor known,
 // outside a deprecation note ("DEPRECATED: Use read_text_file instead"
 // points to a sibling, it does not shadow one).
-func newToolReference(old, new string, known map[string]bool) string {
+func newToolReference(old, new string, knownFn func() map[string]bool) string {
+	if !strings.ContainsAny(new, "`_") && !strings.Contains(new, " tool") && !strings.Contains(new, " function") {
+		return ""
+	}
+	var known map[string]bool
 	oldNames := map[string]bool{}
 	for _, m := range identPattern.FindAllStringSubmatch(old, -1) {
 		oldNames[firstGroup(m)] = true
@@ -180,7 +204,13 @@ func newToolReference(old, new string, known map[string]bool) string {
 		}
 		for _, m := range identPattern.FindAllStringSubmatch(sentence, -1) {
 			name := firstGroup(m)
-			if name == "" || oldNames[name] || known[name] || known[strings.ToLower(name)] || commonWord(name) || secretOrFile(name) {
+			if name == "" || oldNames[name] || commonWord(name) || secretOrFile(name) {
+				continue
+			}
+			if known == nil {
+				known = knownFn()
+			}
+			if known[name] || known[strings.ToLower(name)] {
 				continue
 			}
 			return name
@@ -261,13 +291,39 @@ func looksEncoded(s string) bool {
 // meaningTokens are the numbers and meaning words of a text, sorted.
 func meaningTokens(s string) []string {
 	var out []string
-	for _, w := range wordPattern.FindAllString(strings.ToLower(s), -1) {
-		if meaningWords[w] || unicode.IsDigit([]rune(w)[0]) {
+	words := strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+	for _, w := range words {
+		if r, _ := utf8.DecodeRuneInString(w); meaningWords[w] || unicode.IsDigit(r) {
 			out = append(out, w)
 		}
 	}
 	slices.Sort(out)
 	return out
+}
+
+func containsAny(s string, subs []string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// longRun reports whether s holds n or more base64 characters in a row.
+func longRun(s string, n int) bool {
+	run := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '_' || c == '-' {
+			if run++; run >= n {
+				return true
+			}
+		} else {
+			run = 0
+		}
+	}
+	return false
 }
 
 // describeFindings joins findings for a reason.

@@ -223,10 +223,12 @@ func (d *schemaDiffer) rec(r diffRecord, before, after any) {
 // recText records a changed description or title, classified by
 // ClassifyDescription: what is the text's name in the reason.
 func (d *schemaDiffer) recText(r diffRecord, what, before, after string) {
-	if d.known == nil {
-		d.known = knownNames(d.tools...)
-	}
-	class, found := ClassifyDescription(before, after, d.known)
+	class, found := classifyDescription(before, after, func() map[string]bool {
+		if d.known == nil {
+			d.known = knownNames(d.tools...)
+		}
+		return d.known
+	})
 	r.descClass = class
 	switch class {
 	case DescriptionInstructions:

@@ -351,6 +351,9 @@ func FuzzDiff(f *testing.F) {
 	for _, tc := range unionCases {
 		f.Add([]byte(tc.old), []byte(tc.new))
 	}
+	for _, tc := range applicatorCases {
+		f.Add([]byte(tc.old), []byte(tc.new))
+	}
 	f.Fuzz(func(t *testing.T, a, b []byte) {
 		na, err := NormalizeSchema(a)
 		if err != nil {
