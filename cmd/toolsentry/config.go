@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -50,7 +52,7 @@ func parseSettings(fs *flag.FlagSet, args []string) error {
 	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
 	file := *path
 	if !onCommandLine[configFlag] {
-		file = os.Getenv(envConfig)
+		file = env(envConfig, "")
 	}
 	var values map[string]configValue
 	if file != "" {
@@ -64,7 +66,7 @@ func parseSettings(fs *flag.FlagSet, args []string) error {
 		if onCommandLine[f.Name] || f.Name == configFlag {
 			return
 		}
-		if v := os.Getenv(envName(f.Name)); v != "" {
+		if v, ok := lookupEnv(envName(f.Name)); ok {
 			if err := fs.Set(f.Name, v); err != nil {
 				errs = append(errs, fmt.Errorf("%s=%q: %v", envName(f.Name), v, err))
 			}
@@ -165,4 +167,66 @@ func flagNames(fs *flag.FlagSet) []string {
 	})
 	sort.Strings(names)
 	return names
+}
+
+// The environment, by one rule for every command: a variable that is unset
+// or set to the empty string counts as unset, so `TOOLSENTRY_LOG_LEVEL=`
+// leaves --log-level at its default. Flags read their environment defaults
+// through these helpers, and parseSettings applies the same rule.
+
+// lookupEnv returns the value of the environment variable name and whether
+// it counts as set: present and not empty.
+func lookupEnv(name string) (string, bool) {
+	v := os.Getenv(name)
+	return v, v != ""
+}
+
+// env is the value of name, or def when it is unset or empty.
+func env(name, def string) string {
+	if v, ok := lookupEnv(name); ok {
+		return v
+	}
+	return def
+}
+
+// envInt is the integer value of name, or def when it is unset or empty.
+// A value that does not parse is left to the flag: parseSettings reports it
+// for serve; other commands keep def.
+func envInt(name string, def int) int {
+	if v, ok := lookupEnv(name); ok {
+		if n, err := strconv.Atoi(v); err == nil {
+			return n
+		}
+	}
+	return def
+}
+
+// envDuration is the duration value of name, or def (see envInt).
+func envDuration(name string, def time.Duration) time.Duration {
+	if v, ok := lookupEnv(name); ok {
+		if d, err := time.ParseDuration(v); err == nil {
+			return d
+		}
+	}
+	return def
+}
+
+// envBool is the boolean value of name, or def (see envInt).
+func envBool(name string, def bool) bool {
+	if v, ok := lookupEnv(name); ok {
+		if b, err := strconv.ParseBool(v); err == nil {
+			return b
+		}
+	}
+	return def
+}
+
+// envList is the comma-separated list in name; empty when it is unset or
+// empty.
+func envList(name string) listFlag {
+	var l listFlag
+	if v, ok := lookupEnv(name); ok {
+		_ = l.Set(v) // Set never fails
+	}
+	return l
 }

@@ -204,3 +204,60 @@ func TestServeHelpDocumentsEverySetting(t *testing.T) {
 		}
 	})
 }
+
+// TestEmptyEnvironmentLeavesEveryServeDefault sets every one of serve's
+// variables to the empty string: each setting keeps the default it has with
+// the variable unset, as serve --help promises (TOOLSENTRY_LOG_LEVEL= once
+// made serve exit 2 with `--log-level ""`).
+func TestEmptyEnvironmentLeavesEveryServeDefault(t *testing.T) {
+	unsetServeEnv(t)
+	values := func() map[string]string {
+		var f serveFlags
+		fs := newServeFlagSet(&f, io.Discard)
+		if err := parseSettings(fs, nil); err != nil {
+			t.Fatalf("parsing with no settings: %v", err)
+		}
+		m := map[string]string{}
+		fs.VisitAll(func(fl *flag.Flag) { m[fl.Name] = fl.Value.String() })
+		return m
+	}
+	want := values()
+	var f serveFlags
+	newServeFlagSet(&f, io.Discard).VisitAll(func(fl *flag.Flag) { t.Setenv(envName(fl.Name), "") })
+	t.Setenv(envConfig, "")
+	if d := cmp.Diff(want, values()); d != "" {
+		t.Errorf("settings with every variable empty (-unset +empty):\n%s", d)
+	}
+	if want["log-level"] != "info" {
+		t.Errorf("--log-level default = %q, want info", want["log-level"])
+	}
+}
+
+// TestEnvHelpersTreatEmptyAsUnset covers the helpers every other command's
+// flags take their environment defaults from.
+func TestEnvHelpersTreatEmptyAsUnset(t *testing.T) {
+	const name = "TOOLSENTRY_TEST_EMPTY_VARIABLE"
+	t.Setenv(name, "")
+	if v, ok := lookupEnv(name); ok {
+		t.Errorf("lookupEnv of an empty variable = %q, true; want unset", v)
+	}
+	if got := env(name, "def"); got != "def" {
+		t.Errorf("env = %q, want def", got)
+	}
+	if got := envInt(name, 7); got != 7 {
+		t.Errorf("envInt = %d, want 7", got)
+	}
+	if got := envDuration(name, time.Second); got != time.Second {
+		t.Errorf("envDuration = %s, want 1s", got)
+	}
+	if got := envBool(name, true); !got {
+		t.Error("envBool = false, want the default true")
+	}
+	if got := envList(name); len(got) != 0 {
+		t.Errorf("envList = %q, want empty", got)
+	}
+	t.Setenv(name, "5")
+	if got := envInt(name, 7); got != 5 {
+		t.Errorf("envInt of 5 = %d", got)
+	}
+}

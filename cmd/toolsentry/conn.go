@@ -94,7 +94,7 @@ func addConnFlags(fs *flag.FlagSet) *connFlags {
 		c.url = urlFlag{value: v, given: true}
 	}
 	fs.Var(&c.url, "nats-url", "")
-	fs.StringVar(&c.prefix, "prefix", envOr(envPrefix, events.DefaultPrefix), "")
+	fs.StringVar(&c.prefix, "prefix", env(envPrefix, events.DefaultPrefix), "")
 	fs.StringVar(&c.creds, "nats-creds", os.Getenv(envNATSCreds), "")
 	fs.StringVar(&c.nkey, "nats-nkey", os.Getenv(envNATSNkey), "")
 	fs.StringVar(&c.user, "nats-user", os.Getenv(envNATSUser), "")
@@ -104,13 +104,6 @@ func addConnFlags(fs *flag.FlagSet) *connFlags {
 	fs.StringVar(&c.tlsKey, "tls-key", os.Getenv(envTLSKey), "")
 	fs.StringVar(&c.inbox, "nats-inbox-prefix", os.Getenv(envInboxPrefix), "")
 	return c
-}
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
 }
 
 // urlGiven reports whether a NATS URL was chosen with --nats-url or

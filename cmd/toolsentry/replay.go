@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -124,23 +123,6 @@ Examples:
   toolsentry replay --from-seq 1200 --tool crm.lookup --json
   toolsentry replay --workflow stricter-etl.json
 `
-
-func envBool(name string, def bool) bool {
-	if v, ok := os.LookupEnv(name); ok {
-		if b, err := strconv.ParseBool(v); err == nil {
-			return b
-		}
-	}
-	return def
-}
-
-func envList(name string) listFlag {
-	var l listFlag
-	if v, ok := os.LookupEnv(name); ok {
-		_ = l.Set(v) // Set never fails
-	}
-	return l
-}
 
 // envListFlag is a listFlag whose environment default is replaced, not
 // extended, by the first use of the flag.

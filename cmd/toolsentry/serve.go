@@ -99,7 +99,7 @@ Operations:
                           (OTLP/HTTP traces, protobuf or JSON: GenAI spans become telemetry)
                           and POST /v1/guard (an agent's payload, rewritten by the migration
                           in force, or 409 with the HALT: see toolsentry guard --help);
-                          empty disables it (TOOLSENTRY_HTTP, default "127.0.0.1:9700")
+                          --http "" disables it (TOOLSENTRY_HTTP, default "127.0.0.1:9700")
   --log-level LEVEL       debug, info, warn or error (TOOLSENTRY_LOG_LEVEL, default "info")
   --log-format FORMAT     json, console, or auto: console on a terminal, else JSON
                           (TOOLSENTRY_LOG_FORMAT, default "auto")
@@ -115,31 +115,6 @@ Examples:
 `,
 		run: runServe,
 	})
-}
-
-func env(name, def string) string {
-	if v, ok := os.LookupEnv(name); ok {
-		return v
-	}
-	return def
-}
-
-func envInt(name string, def int) int {
-	if v, ok := os.LookupEnv(name); ok {
-		if n, err := strconv.Atoi(v); err == nil {
-			return n
-		}
-	}
-	return def
-}
-
-func envDuration(name string, def time.Duration) time.Duration {
-	if v, ok := os.LookupEnv(name); ok {
-		if d, err := time.ParseDuration(v); err == nil {
-			return d
-		}
-	}
-	return def
 }
 
 type serveFlags struct {
