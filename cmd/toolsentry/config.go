@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strconv"
@@ -45,6 +46,9 @@ func envName(flagName string) string {
 // and key, that holds the bad value.
 func parseSettings(fs *flag.FlagSet, args []string) error {
 	path := fs.String(configFlag, "", "")
+	// The error is returned, and printed once by main: the flag package
+	// would print it a second time on the flag set's output.
+	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
 		return usageErrorf("%s: %v (see toolsentry %s --help)", fs.Name(), err, fs.Name())
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -111,8 +112,7 @@ const mcpProxyShutdown = 5 * time.Second
 
 func runMCPProxy(ctx context.Context, args []string, sio stdio) error {
 	fs := flag.NewFlagSet("mcp-proxy", flag.ContinueOnError)
-	fs.SetOutput(sio.err)
-	fs.Usage = func() {}
+	fs.SetOutput(io.Discard) // the error is returned and printed once by main
 	agent := fs.String("agent", os.Getenv("TOOLSENTRY_MCP_AGENT"), "")
 	server := fs.String("server", os.Getenv("TOOLSENTRY_MCP_SERVER"), "")
 	source := fs.String("source", env("TOOLSENTRY_MCP_SOURCE", mcpproxy.DefaultSource), "")
