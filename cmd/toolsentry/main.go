@@ -103,6 +103,8 @@ func run(ctx context.Context, args []string, io stdio) error {
 		}
 		printHelp(io.out)
 		return nil
+	case "-version", "--version":
+		name, args = "version", append([]string{"version"}, args[1:]...)
 	}
 	c, ok := commands[name]
 	if !ok {
