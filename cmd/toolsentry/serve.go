@@ -202,6 +202,9 @@ func newLogger(w io.Writer, level, format string) (zerolog.Logger, error) {
 
 func serve(ctx context.Context, f serveFlags, io stdio) error {
 	log := zerolog.Ctx(ctx)
+	if err := checkServePorts(f); err != nil {
+		return err
+	}
 	var stopping atomic.Bool
 	var svc atomic.Pointer[consumer.Service]
 	signer, err := loadServeSigner(ctx, f.signingKey)
