@@ -72,7 +72,8 @@ when its --server-config requires authentication.
                           _INBOX_workers
   --prefix NAME           prefix of subjects, streams and buckets (TOOLSENTRY_PREFIX, default "toolsentry")
 
-Embedded server (ignored with --nats-url):
+Embedded server (ignored when --nats-url or TOOLSENTRY_NATS_URL is set, and serve logs so:
+a TOOLSENTRY_NATS_URL exported for the other commands points serve there too):
   --data-dir DIR          where streams and buckets are stored (TOOLSENTRY_DATA_DIR, default "toolsentry-data")
   --listen HOST:PORT      where NATS clients connect; port 0 picks a free one
                           (TOOLSENTRY_LISTEN, default "127.0.0.1:4222")
@@ -249,11 +250,13 @@ func serve(ctx context.Context, f serveFlags, io stdio) error {
 	} else {
 		var err error
 		natsURL = f.conn.displayURL()
+		choice := remoteNATSChoice(f.conn)
+		choice.log(log)
 		nc, _, err = f.conn.connect(ctx, "toolsentry serve", nats.MaxReconnects(-1), nats.ReconnectWait(time.Second), logAsyncErrors(log),
 			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn().Err(err).Msg("disconnected from NATS") }),
 			nats.ReconnectHandler(func(c *nats.Conn) { log.Info().Str("url", c.ConnectedUrlRedacted()).Msg("reconnected to NATS") }))
 		if err != nil {
-			return err
+			return choice.wrap(err)
 		}
 	}
 	defer nc.Close()
