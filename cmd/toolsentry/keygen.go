@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	"github.com/rs/zerolog"
 
@@ -17,8 +18,20 @@ import (
 // envSigningKey names the seed file of serve --signing-key and keygen --out.
 const envSigningKey = "TOOLSENTRY_SIGNING_KEY"
 
-// defaultSigningKeyFile is where keygen writes the seed by default.
-const defaultSigningKeyFile = "toolsentry-signing.nk"
+// defaultSigningKeyFile is where keygen writes the seed by default: in
+// the user's configuration directory, never in the working directory,
+// which is often a clone of a repository the seed must not be committed to
+// (*.nk is git-ignored in this one all the same).
+func defaultSigningKeyFile() (string, error) {
+	dir, err := os.UserConfigDir()
+	if err != nil {
+		return "", usageErrorf("keygen: no default for --out (%v): give --out FILE", err)
+	}
+	return filepath.Join(dir, "toolsentry", "signing.nk"), nil
+}
+
+// defaultSigningKeyHelp is how the help texts name that default.
+const defaultSigningKeyHelp = "$XDG_CONFIG_HOME/toolsentry/signing.nk, ~/.config/toolsentry/signing.nk if unset"
 
 func init() {
 	register(&command{
@@ -42,8 +55,9 @@ credential cannot sign verdicts and a leaked signing key opens no NATS
 connection. Keep the seed secret; publish the public key to your auditors.
 
 Flags (each also read from the environment variable shown):
-  --out FILE    where to write the seed (TOOLSENTRY_SIGNING_KEY, default "` + defaultSigningKeyFile + `");
-                the public key goes to FILE.pub
+  --out FILE    where to write the seed (TOOLSENTRY_SIGNING_KEY, default
+                ` + defaultSigningKeyHelp + `;
+                its directory is created 0700); the public key goes to FILE.pub
   --force       overwrite existing files (default false)
 
 Example:
@@ -57,7 +71,7 @@ Example:
 
 func runKeygen(_ context.Context, args []string, sio stdio) error {
 	fset := flag.NewFlagSet("keygen", flag.ContinueOnError)
-	out := fset.String("out", env(envSigningKey, defaultSigningKeyFile), "")
+	out := fset.String("out", env(envSigningKey, ""), "")
 	force := fset.Bool("force", false, "")
 	rest, err := parseInterleaved(fset, args)
 	if err != nil {
@@ -67,7 +81,12 @@ func runKeygen(_ context.Context, args []string, sio stdio) error {
 		return usageErrorf("keygen takes no arguments, got %q", rest)
 	}
 	if *out == "" {
-		return usageErrorf("--out is empty")
+		if *out, err = defaultSigningKeyFile(); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Dir(*out), 0o700); err != nil {
+			return fmt.Errorf("creating the directory of the default --out: %w", err)
+		}
 	}
 	seed, public, err := publisher.GenerateSigningKey()
 	if err != nil {
