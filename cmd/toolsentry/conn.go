@@ -223,6 +223,10 @@ func (c *connFlags) connect(ctx context.Context, name string, extra ...nats.Opti
 	if r.err != nil {
 		return nil, nil, c.connectError(c.displayURL(), r.err)
 	}
+	if err := c.checkInbox(r.nc); err != nil {
+		r.nc.Close()
+		return nil, nil, err
+	}
 	js, err := jetstream.New(r.nc)
 	if err != nil {
 		r.nc.Close()

@@ -40,6 +40,10 @@ func (c *connFlags) connectEmbedded(srv *consumer.Server, extra ...nats.Option) 
 		}
 		return nil, c.connectError("the embedded server "+srv.ClientURL(), err)
 	}
+	if err := c.checkInbox(nc); err != nil {
+		nc.Close()
+		return nil, err
+	}
 	return nc, nil
 }
 
@@ -109,4 +113,39 @@ func (c *connFlags) authHint() string {
 // reads the text ("remote error: tls: certificate required").
 func isTLSAlert(err error, alert string) bool {
 	return err != nil && strings.Contains(err.Error(), "remote error: tls: "+alert)
+}
+
+// errInboxDenied marks a connection whose user may not subscribe to its
+// reply inboxes: every request (each JetStream and KV call) would wait for
+// its timeout and fail with "context deadline exceeded".
+var errInboxDenied = errors.New("the server does not let this user receive replies")
+
+// checkInbox subscribes to one of the connection's reply inboxes and waits
+// for the server's answer, so that a user whose permissions want another
+// --nats-inbox-prefix is told so at connect instead of after a request's
+// timeout. Other failures are left to the command's first request.
+func (c *connFlags) checkInbox(nc *nats.Conn) error {
+	subject := nc.NewInbox()
+	sub, err := nc.SubscribeSync(subject)
+	if err != nil {
+		return nil
+	}
+	defer sub.Unsubscribe() //nolint:errcheck // the probe's result is in LastError
+	if err := nc.FlushTimeout(connectTimeout); err != nil {
+		return nil
+	}
+	last := nc.LastError()
+	if !errors.Is(last, nats.ErrPermissionViolation) || !strings.Contains(last.Error(), subject) {
+		return nil
+	}
+	prefix := c.inbox
+	if prefix == "" {
+		prefix = strings.TrimSuffix(nats.InboxPrefix, ".")
+	}
+	who := "this user"
+	if c.user != "" {
+		who = fmt.Sprintf("user %q", c.user)
+	}
+	return fmt.Errorf("%w: %s may not subscribe to its reply inboxes %s.> (%v) — set --nats-inbox-prefix (TOOLSENTRY_NATS_INBOX_PREFIX) to the prefix its permissions allow: with deploy/nats/accounts.conf, _INBOX_workers for serve and _INBOX_subscribers for watch and other subscribers",
+		errInboxDenied, who, prefix, last)
 }
