@@ -104,5 +104,5 @@ func ExampleAgent() {
 	// send: {"limit":5,"userId":"alice@example.com"}
 	// MIGRATE DRIFT_ON_USED_FIELDS
 	// HALT HALT: Drift on used fields ['limit', 'user_id']. Apply migration.
-	// <nil>
+	// cannot migrate limit: field limit was removed without a counterpart: its value would be lost
 }

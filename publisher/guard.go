@@ -2,7 +2,9 @@ package publisher
 
 // This file answers "may I send this payload to this tool?" from a local
 // view of the directives in force (bucket toolsentry-directives, written by
-// the consumer's projector), fed by a KV watch: no round trip per call.
+// the consumer's projector) and of the tools' current schemas (bucket
+// toolsentry-baselines, toolview.go), fed by KV watches: no round trip per
+// call.
 
 import (
 	"bytes"
@@ -32,6 +34,11 @@ var ErrNoDirective = errors.New("no directive in force")
 // payload is the caller's error, not a HALT.
 var ErrBadPayload = errors.New("payload is not JSON")
 
+// ErrDoesNotFit is the Cause of a *HaltError (errors.Is holds) when a
+// directive in force says MIGRATE or HALT and the payload, as given or
+// migrated, does not fit the tool's current input schema.
+var ErrDoesNotFit = errors.New("payload does not fit the tool's current schema")
+
 // ErrNotReady is returned by WatchDirectives and NewAgent when the view
 // could not load the bucket's current directives before the context ended.
 var ErrNotReady = errors.New("directives not loaded")
@@ -47,8 +54,11 @@ type HaltError struct {
 	Agent, Tool, Composition string
 	// Directive is the directive in force: its text, verdict and digest.
 	Directive events.Directive
-	// Cause is the payload's *guards.MigrationError under a MIGRATE
-	// directive; nil under a HALT.
+	// Cause is why this payload is halted: its *guards.MigrationError
+	// (it sends a field the migration cannot carry over), or an error
+	// wrapping ErrDoesNotFit (it does not fit the tool's current schema);
+	// nil when the directive's HALT applies as it is (the view does not know
+	// the tool's current schema).
 	Cause error
 }
 
@@ -91,11 +101,26 @@ type Staleness struct {
 // Decision is the answer to one call: the arguments to send and the
 // directive that decided them.
 type Decision struct {
+	// Action is what happens to this payload: PROCEED (the arguments as
+	// given), MIGRATE (rewritten) or HALT (the error is a *HaltError). It
+	// is the payload's, not only the directive's: a payload that fits the
+	// tool's current schema proceeds whatever the directive says.
+	Action guards.Action
 	// Arguments are the arguments to send: the caller's bytes under
 	// PROCEED, rewritten by the migration under MIGRATE.
 	Arguments json.RawMessage
 	// Migrated is true when a migration rewrote the arguments.
 	Migrated bool
+	// Fits is true when the payload was checked against the tool's
+	// current input schema (CurrentFingerprint) and fits it: as given
+	// under PROCEED, once migrated under MIGRATE.
+	Fits bool
+	// CurrentFingerprint is the tool's current version as the view knows
+	// it ("" when it knows none); a payload is judged against its input
+	// schema.
+	CurrentFingerprint string
+	// Reason says why, in words.
+	Reason string
 	// Directive is the directive in force; nil when there is none for the
 	// tool (nothing is known against it: proceed).
 	Directive *events.Directive
@@ -121,13 +146,14 @@ type ViewOptions struct {
 	ProbeInterval time.Duration
 }
 
-// DirectiveView is a local copy of the directives in force, kept current
-// by a KV watch; Guard and Workflow read memory only. It is safe for
-// concurrent use.
+// DirectiveView is a local copy of the directives in force and of the
+// tools' current schemas, kept current by KV watches; Guard and Workflow
+// read memory only. It is safe for concurrent use.
 type DirectiveView struct {
-	kv   jetstream.KeyValue
-	nc   *nats.Conn
-	opts ViewOptions
+	kv    jetstream.KeyValue
+	nc    *nats.Conn
+	opts  ViewOptions
+	tools *toolView
 
 	mu       sync.RWMutex
 	entries  map[string]viewDirective
@@ -145,9 +171,9 @@ type viewDirective struct {
 	rev uint64
 }
 
-// WatchDirectives opens a view of the directives bucket of names on js and
-// waits until it holds the bucket's current directives (or ctx ends:
-// ErrNotReady). The view follows the bucket until Close.
+// WatchDirectives opens a view of the directives and baselines buckets of
+// names on js and waits until it holds both buckets' current values (or ctx
+// ends: ErrNotReady). The view follows the buckets until Close.
 func WatchDirectives(ctx context.Context, js jetstream.JetStream, names events.Names, opts ViewOptions) (*DirectiveView, error) {
 	if opts.ProbeInterval == 0 {
 		opts.ProbeInterval = DefaultProbeInterval
@@ -170,22 +196,33 @@ func WatchDirectives(ctx context.Context, js jetstream.JetStream, names events.N
 		cancel()
 		return nil, fmt.Errorf("watching bucket %s: %w", names.DirectivesBucket(), err)
 	}
+	tools, err := watchTools(wctx, js, names)
+	if err != nil {
+		_ = w.Stop()
+		cancel()
+		return nil, err
+	}
 	v := &DirectiveView{
-		kv: kv, nc: js.Conn(), opts: opts,
+		kv: kv, nc: js.Conn(), opts: opts, tools: tools,
 		entries: map[string]viewDirective{},
 		ready:   make(chan struct{}), cancel: cancel, done: make(chan struct{}),
 	}
 	go v.follow(wctx, w)
-	select {
-	case <-v.ready:
-		return v, nil
-	case <-v.done:
-		v.Close()
-		return nil, fmt.Errorf("%w: the watch of %s ended", ErrNotReady, names.DirectivesBucket())
-	case <-ctx.Done():
-		v.Close()
-		return nil, fmt.Errorf("%w: %w", ErrNotReady, ctx.Err())
+	for _, c := range []struct {
+		ready, done <-chan struct{}
+		bucket      string
+	}{{v.ready, v.done, names.DirectivesBucket()}, {tools.ready, tools.done, names.BaselinesBucket()}} {
+		select {
+		case <-c.ready:
+		case <-c.done:
+			v.Close()
+			return nil, fmt.Errorf("%w: the watch of %s ended", ErrNotReady, c.bucket)
+		case <-ctx.Done():
+			v.Close()
+			return nil, fmt.Errorf("%w: %w", ErrNotReady, ctx.Err())
+		}
 	}
+	return v, nil
 }
 
 func (v *DirectiveView) follow(ctx context.Context, w jetstream.KeyWatcher) {
@@ -295,45 +332,112 @@ type GuardOptions struct {
 	Fingerprint string
 }
 
+// ToolState returns the tool's schema state as the view holds it.
+func (v *DirectiveView) ToolState(tool string) (ToolState, bool) {
+	e, ok := v.tools.lookup(tool)
+	if !ok {
+		return ToolState{}, false
+	}
+	return e.state, true
+}
+
 // Guard decides agent's call of tool with payload (a JSON value, the
-// call's arguments) by the directive in force: PROCEED returns the payload
-// as given, MIGRATE returns it rewritten by the directive's migration, and
-// HALT, or a payload the migration cannot carry over, returns a *HaltError.
-// No directive for the tool means proceed. It reads memory only; ctx is
-// for the caller's deadline and is not waited on.
+// call's arguments). A directive answers a payload, not only an agent:
+//
+//   - no directive for the tool, or a PROCEED: the payload as given;
+//   - a MIGRATE or a HALT: the payload is judged against the tool's current
+//     input schema (it fits when it validates and sends no path the schema
+//     does not declare with its type). One that the directive's migration
+//     rewrites (it uses the old surface) and that then fits goes migrated;
+//     else one that fits as given goes as given, whatever the directive
+//     says (the agent already speaks the new version); one that fits
+//     neither is a *HaltError whose Cause says why (the migration's
+//     blocker it hits, or ErrDoesNotFit and the places).
+//
+// When the view knows no current input schema for the tool (no baseline
+// record, or a schema it cannot compile), the directive's action applies
+// as it is: MIGRATE rewrites, HALT halts. It reads memory only; ctx is for
+// the caller's deadline and is not waited on.
 func (v *DirectiveView) Guard(ctx context.Context, agent, tool string, payload json.RawMessage, opts GuardOptions) (Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return Decision{}, err
 	}
-	dec := Decision{Arguments: payload, Staleness: v.Staleness()}
+	dec := Decision{Action: guards.ActionProceed, Arguments: payload, Staleness: v.Staleness()}
+	var current *toolEntry
+	if e, ok := v.tools.lookup(tool); ok && e.load() == nil {
+		current, dec.CurrentFingerprint = e, e.state.Current.Fingerprint
+	}
 	d, ok := v.Lookup(agent, tool)
 	if !ok {
+		dec.Reason = "no verdict about this tool yet"
 		return dec, nil
 	}
 	dec.Directive = &d
+	dec.Reason = d.Reason
 	dec.Applies = opts.Fingerprint == "" || d.ToFingerprint == "" || opts.Fingerprint != d.ToFingerprint
 	if !dec.Applies {
+		dec.Reason = "the agent integrated against " + d.ToFingerprint + ", the version this directive migrates to"
 		return dec, nil
 	}
-	switch d.Action {
-	case guards.ActionProceed:
+	halt := func(cause error) (Decision, error) {
+		dec.Action, dec.Arguments, dec.Migrated = guards.ActionHalt, nil, false
+		if cause != nil {
+			dec.Reason = cause.Error()
+		}
+		return dec, &HaltError{Agent: agent, Tool: tool, Directive: d, Cause: cause}
+	}
+	switch {
+	case d.Action == guards.ActionProceed:
 		return dec, nil
-	case guards.ActionMigrate:
-		out, migrated, err := migrate(d.Migration, payload)
+	case d.Action != guards.ActionMigrate && current == nil:
+		return halt(nil)
+	}
+	out, migrated, err := migrate(d.Migration, payload)
+	if errors.Is(err, ErrBadPayload) {
+		return Decision{}, err
+	}
+	if current == nil {
+		// Nothing to judge the payload by: the directive as it is.
 		var merr *guards.MigrationError
 		switch {
+		case d.Action != guards.ActionMigrate:
+			return halt(nil)
 		case errors.As(err, &merr):
-			return dec, &HaltError{Agent: agent, Tool: tool, Directive: d, Cause: merr}
-		case errors.Is(err, ErrBadPayload):
-			return Decision{}, err
+			return halt(merr)
 		case err != nil:
-			// A plan this client cannot run: fail safe.
-			return dec, &HaltError{Agent: agent, Tool: tool, Directive: d, Cause: err}
+			return halt(err) // a plan this client cannot run: fail safe
+		}
+		if migrated {
+			dec.Action = guards.ActionMigrate
 		}
 		dec.Arguments, dec.Migrated = out, migrated
 		return dec, nil
+	}
+	// The old surface, migrated, first: a pinned old default is added to
+	// a payload that would fit without it.
+	var outErr error
+	if err == nil && migrated {
+		if outErr = current.fits(out); outErr == nil {
+			dec.Action, dec.Arguments, dec.Migrated, dec.Fits = guards.ActionMigrate, out, true, true
+			return dec, nil
+		}
+	}
+	givenErr := current.fits(payload)
+	if givenErr == nil {
+		dec.Fits = true
+		dec.Reason = "the payload fits the tool's current schema (fingerprint " + short(dec.CurrentFingerprint) + "): it goes as given"
+		return dec, nil
+	}
+	var merr *guards.MigrationError
+	switch {
+	case errors.As(err, &merr):
+		return halt(merr)
+	case err != nil:
+		return halt(err) // a plan this client cannot run: fail safe
+	case migrated:
+		return halt(fmt.Errorf("%w once migrated: %w", ErrDoesNotFit, outErr))
 	default:
-		return dec, &HaltError{Agent: agent, Tool: tool, Directive: d}
+		return halt(fmt.Errorf("%w: %w", ErrDoesNotFit, givenErr))
 	}
 }
 
@@ -403,8 +507,9 @@ func (v *DirectiveView) Workflow(ctx context.Context, agent, composition string)
 	return e.d, nil
 }
 
-// Close stops following the bucket. It is idempotent.
+// Close stops following the buckets. It is idempotent.
 func (v *DirectiveView) Close() {
 	v.cancel()
 	<-v.done
+	<-v.tools.done
 }

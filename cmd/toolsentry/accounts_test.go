@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolsentry/toolsentry/events"
+	"github.com/toolsentry/toolsentry/publisher"
 )
 
 // accountsConf is the accounts and permissions file of deploy/.
@@ -119,10 +121,14 @@ func TestDeployAccountsPermissions(t *testing.T) {
 		}
 	})
 	t.Run("agent cannot read a bucket", func(t *testing.T) {
-		c, cc := short()
-		defer cc()
-		if _, err := agent.KeyValue(c, "toolsentry-baselines"); err == nil {
-			t.Error("opened the baselines bucket")
+		// It may watch the directives and baselines buckets (below), and
+		// nothing else of the state.
+		for _, bucket := range []string{"toolsentry-usage", "toolsentry-outcomes", "toolsentry-quality", "toolsentry-workflows"} {
+			c, cc := short()
+			if _, err := agent.KeyValue(c, bucket); err == nil {
+				t.Errorf("opened the %s bucket", bucket)
+			}
+			cc()
 		}
 		c2, cc2 := short()
 		defer cc2()
@@ -169,6 +175,35 @@ func TestDeployAccountsPermissions(t *testing.T) {
 		t.Fatalf("emit invocation as agent: exit %d: %s", code, errOut)
 	}
 	emit(obs("o2", "userId"))
+
+	// The agent's guard watches the directives and baselines buckets: the
+	// call that uses the renamed field is migrated, and the agent cannot
+	// write either bucket.
+	t.Run("agent guards its calls", func(t *testing.T) {
+		view, err := publisher.WatchDirectives(ctx, agent, events.Names{}, publisher.ViewOptions{Agent: "billing-7", ProbeInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer view.Close()
+		natstestWait(t, func() bool {
+			dec, err := view.Guard(ctx, "billing-7", "crm.lookup", json.RawMessage(`{"user_id":"u-42"}`), publisher.GuardOptions{})
+			return err == nil && dec.Migrated && string(dec.Arguments) == `{"userId":"u-42"}` && dec.Fits
+		})
+		for _, bucket := range []string{"toolsentry-directives", "toolsentry-baselines"} {
+			kv, err := agent.KeyValue(ctx, bucket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, cc := short()
+			if _, err := kv.Put(c, "crm=2Elookup", []byte(`{}`)); err == nil {
+				t.Errorf("put into %s", bucket)
+			}
+			cc()
+			natstestWait(t, func() bool {
+				return agentErrs.has(`Permissions Violation for Publish to "$KV.` + bucket + `.crm=2Elookup"`)
+			})
+		}
+	})
 
 	// The subscriber reads the verdict with `toolsentry watch`.
 	out, errOut, code := runCtx(testCtx(t, cmdTimeout), "", "watch", "--all", "--count", "1", "--timeout", "20s",

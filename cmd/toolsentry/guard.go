@@ -30,17 +30,23 @@ const guardUsage = `Usage: toolsentry guard --agent AGENT --tool TOOL [flags] < 
 
 Decides one call of TOOL by AGENT before it is made, from the directives that
 ` + "`toolsentry serve`" + ` keeps in the KV bucket toolsentry-directives (one per tool and
-agent, per tool, and per composition, following the latest verdict). Reads the
-call's arguments, a JSON object, from standard input and prints the arguments
-to send on standard output:
+agent, per tool, and per composition, following the latest verdict) and the
+tool's current schema (bucket toolsentry-baselines). Reads the call's
+arguments, a JSON object, from standard input and prints the arguments to send
+on standard output. A directive answers the payload, not only the agent: under
+a MIGRATE or a HALT the arguments are judged against the tool's current input
+schema.
 
-  PROCEED   the arguments as given (also when no verdict about TOOL exists yet)
+  PROCEED   the arguments as given: no verdict about TOOL yet, a PROCEED, or
+            arguments that already fit the tool's current input schema,
+            whatever the directive says
   MIGRATE   the arguments rewritten by the verdict's migration plan (a renamed
-            field moved, a type converted, an old default pinned)
+            field moved, a type converted, an old default pinned), when they
+            then fit the current schema
   HALT      nothing on standard output; the directive, its verdict and
-            manifest digest on standard error; exit status 3. Also when the
-            directive says MIGRATE but this payload hits one of the plan's
-            blockers (a removed field it still sends).
+            manifest digest on standard error with the reason; exit status 3:
+            arguments that fit the current schema neither as given nor
+            migrated (a removed field still sent, a required field missing)
 
 Agents in other languages ask the same over HTTP: POST /v1/guard on serve's
 --http address with {"agent_id", "tool_id", "arguments"} (and "server" to

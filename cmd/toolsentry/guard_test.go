@@ -14,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolsentry/toolsentry/events"
-	"github.com/toolsentry/toolsentry/guards"
 	"github.com/toolsentry/toolsentry/publisher"
 )
 
@@ -97,9 +96,9 @@ func TestGuardThreeWaysAgree(t *testing.T) {
 		t.Helper()
 		out, err := agent.Guard(ctx, tool, json.RawMessage(payload))
 		dec, _ := agent.Decide(ctx, tool, json.RawMessage(payload))
-		goAns = answer{code: 200, arguments: string(out), action: string(guards.ActionProceed)}
+		goAns = answer{code: 200, arguments: string(out), action: string(dec.Action)}
 		if dec.Directive != nil {
-			goAns.action, goAns.digest = string(dec.Directive.Action), dec.Directive.Verdict.ManifestDigest
+			goAns.digest = dec.Directive.Verdict.ManifestDigest
 		}
 		var halt *publisher.HaltError
 		if errors.As(err, &halt) {

@@ -58,6 +58,11 @@ type guardResponse struct {
 	ManifestDigest string `json:"manifest_digest"`
 	// Reason says why the action is what it is.
 	Reason string `json:"reason"`
+	// Fits is true when the payload (migrated, under MIGRATE) was checked
+	// against the tool's current input schema, CurrentFingerprint, and
+	// fits it.
+	Fits               bool   `json:"fits"`
+	CurrentFingerprint string `json:"current_fingerprint,omitempty"`
 	// BlockedPath is the payload path a migration could not carry over
 	// (409 only, when the directive is a MIGRATE).
 	BlockedPath *string `json:"blocked_path,omitempty"`
@@ -112,17 +117,10 @@ func decideGuard(ctx context.Context, v *publisher.DirectiveView, req guardReque
 	var resp guardResponse
 	resp.Staleness.AgeSeconds = dec.Staleness.Age.Seconds()
 	resp.Staleness.Live = dec.Staleness.Live
-	resp.Action = guards.ActionProceed
+	resp.Action, resp.Reason, resp.Fits, resp.CurrentFingerprint = dec.Action, dec.Reason, dec.Fits, dec.CurrentFingerprint
 	if d := dec.Directive; d != nil {
 		resp.InForce = d
-		resp.Directive, resp.Verdict, resp.ManifestDigest, resp.Reason = d.Directive, d.Verdict.Name, d.Verdict.ManifestDigest, d.Reason
-		if dec.Applies {
-			resp.Action = d.Action
-		} else {
-			resp.Reason = "the agent integrated against " + d.ToFingerprint + ", the version this directive migrates to"
-		}
-	} else {
-		resp.Reason = "no verdict about this tool yet"
+		resp.Directive, resp.Verdict, resp.ManifestDigest = d.Directive, d.Verdict.Name, d.Verdict.ManifestDigest
 	}
 	if halt != nil {
 		resp.Action = guards.ActionHalt

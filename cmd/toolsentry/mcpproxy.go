@@ -81,17 +81,20 @@ Flags (each defaults to its environment variable, if set):
   --apply-migrations    rewrite each tools/call's arguments by the migration
                         in force for the agent (the directives that
                         toolsentry serve keeps): an agent still sending
-                        user_id to a tool that renamed it sends userId
+                        user_id to a tool that renamed it sends userId; a
+                        call that already fits the tool's current schema
+                        goes as it is
                         ($TOOLSENTRY_MCP_APPLY_MIGRATIONS, default false)
   --halt-on-drift       answer a tools/call that the directive in force
-                        halts (drift on the agent's used fields that no
-                        migration resolves) with an MCP error naming the
+                        halts (arguments that fit the tool's current schema
+                        neither as sent nor migrated) with an MCP error naming the
                         directive and its manifest digest, instead of
                         letting the tool silently misbehave
                         ($TOOLSENTRY_MCP_HALT_ON_DRIFT, default false)
                         Both need --agent: the directives are the agent's.
                         They answer from a local view of the directives
-                        bucket kept by a watch (no round trip per call);
+                        and baselines buckets kept by watches (no round
+                        trip per call);
                         when NATS cannot be reached at start, the proxy
                         warns on standard error and forwards calls as they
                         are.

@@ -1,0 +1,203 @@
+package publisher
+
+// This file follows the tools' schema state (bucket toolsentry-baselines,
+// written by each tool's lane) so that Guard judges a payload against the
+// tool's current input schema, from memory.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolsentry/toolsentry/events"
+	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/schemas"
+)
+
+// ToolState is what a guard reads of a tool's baseline record (bucket
+// toolsentry-baselines, key: the tool; consumer/core.BaselineRecord is the
+// record the tool's lane writes): the version agents are judged against and
+// the version the tool presents now.
+type ToolState struct {
+	ToolID   string      `json:"tool_id"`
+	Baseline ToolVersion `json:"baseline"`
+	Current  ToolVersion `json:"current"`
+	// Held is true while the baseline is held on a drift that touches
+	// fields agents use.
+	Held bool `json:"held"`
+}
+
+// ToolVersion is one version of a tool: its fingerprint and its MCP Tool
+// object (descriptions and schemas).
+type ToolVersion struct {
+	Fingerprint string          `json:"fingerprint"`
+	Tool        json.RawMessage `json:"tool"`
+}
+
+// InputSchema is the version's inputSchema; nil when the Tool has none.
+func (v ToolVersion) InputSchema() json.RawMessage {
+	var t struct {
+		InputSchema json.RawMessage `json:"inputSchema"`
+	}
+	if json.Unmarshal(v.Tool, &t) != nil {
+		return nil
+	}
+	return t.InputSchema
+}
+
+// DecodeToolState reads a value of the baselines bucket.
+func DecodeToolState(data []byte) (ToolState, error) {
+	var s ToolState
+	if err := json.Unmarshal(data, &s); err != nil {
+		return ToolState{}, fmt.Errorf("decoding a tool's baseline record: %w", err)
+	}
+	if s.ToolID == "" {
+		return ToolState{}, errors.New("decoding a tool's baseline record: no tool_id")
+	}
+	return s, nil
+}
+
+// toolEntry is one tool's state in the view, with its current version
+// parsed and its input schema compiled on first use.
+type toolEntry struct {
+	state ToolState
+
+	once     sync.Once
+	def      guards.ToolDefinition
+	compiled *schemas.Schema
+	err      error
+}
+
+func (e *toolEntry) load() error {
+	e.once.Do(func() {
+		defs, err := guards.ParseToolDocument(e.state.Current.Tool)
+		switch {
+		case err != nil:
+			e.err = err
+			return
+		case len(defs) != 1:
+			e.err = fmt.Errorf("tool %s at %s: %d tools in one version", e.state.ToolID, e.state.Current.Fingerprint, len(defs))
+			return
+		}
+		e.def = defs[0]
+		in := e.state.Current.InputSchema()
+		if len(in) == 0 {
+			e.err = fmt.Errorf("tool %s at %s has no inputSchema", e.state.ToolID, e.state.Current.Fingerprint)
+			return
+		}
+		e.compiled, e.err = schemas.Compile("tool "+e.state.ToolID+" at "+short(e.state.Current.Fingerprint), in)
+	})
+	return e.err
+}
+
+// fits reports whether payload (one JSON value) fits the tool's current
+// input schema: every path it sends is declared with a type that accepts
+// its value (guards.InputDeviations, the check the core runs on the
+// agent's recorded surface), and it validates as JSON Schema. The error
+// names paths and keywords, never values. load must have succeeded.
+func (e *toolEntry) fits(payload json.RawMessage) error {
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadPayload, err)
+	}
+	types, err := events.FieldTypesOf(payload)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrBadPayload, err)
+	}
+	dev, err := guards.InputDeviations(e.def.Input, types)
+	if err != nil {
+		return err
+	}
+	if len(dev) > 0 {
+		return fmt.Errorf("it sends %s, which the tool does not declare with that type", strings.Join(dev, ", "))
+	}
+	return e.compiled.Conforms(v)
+}
+
+func short(fp string) string {
+	if len(fp) > 12 {
+		return fp[:12]
+	}
+	return fp
+}
+
+// toolView is a local copy of the baselines bucket, kept current by a KV
+// watch.
+type toolView struct {
+	mu    sync.RWMutex
+	tools map[string]*toolEntry // by tool id
+
+	ready chan struct{}
+	done  chan struct{}
+}
+
+// watchTools starts following the baselines bucket of names on js until
+// ctx ends. Its ready channel closes once the bucket's current values are
+// loaded; done closes when the watch ends.
+func watchTools(ctx context.Context, js jetstream.JetStream, names events.Names) (*toolView, error) {
+	kv, err := js.KeyValue(ctx, names.BaselinesBucket())
+	if err != nil {
+		return nil, fmt.Errorf("opening bucket %s (has `toolsentry serve` run with this prefix?): %w", names.BaselinesBucket(), err)
+	}
+	w, err := kv.WatchAll(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("watching bucket %s: %w", names.BaselinesBucket(), err)
+	}
+	tv := &toolView{tools: map[string]*toolEntry{}, ready: make(chan struct{}), done: make(chan struct{})}
+	go tv.follow(ctx, w)
+	return tv, nil
+}
+
+func (tv *toolView) follow(ctx context.Context, w jetstream.KeyWatcher) {
+	defer close(tv.done)
+	defer func() { _ = w.Stop() }()
+	readyOnce := sync.OnceFunc(func() { close(tv.ready) })
+	// Deleted keys name the tool by key only: remember which tool each key
+	// held.
+	byKey := map[string]string{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+			if e == nil {
+				readyOnce()
+				continue
+			}
+			tv.mu.Lock()
+			if id, ok := byKey[e.Key()]; ok && e.Operation() != jetstream.KeyValuePut {
+				delete(tv.tools, id)
+				delete(byKey, e.Key())
+			} else if e.Operation() == jetstream.KeyValuePut {
+				if s, err := DecodeToolState(e.Value()); err == nil {
+					// An unreadable record leaves the tool unknown: its
+					// directives then apply as they are.
+					byKey[e.Key()] = s.ToolID
+					tv.tools[s.ToolID] = &toolEntry{state: s}
+				}
+			}
+			tv.mu.Unlock()
+		}
+	}
+}
+
+func (tv *toolView) lookup(tool string) (*toolEntry, bool) {
+	if tv == nil {
+		return nil, false
+	}
+	tv.mu.RLock()
+	defer tv.mu.RUnlock()
+	e, ok := tv.tools[tool]
+	return e, ok
+}
