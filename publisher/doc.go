@@ -53,9 +53,14 @@
 //	       (full or NATS down: dropped and counted in Stats, never blocking)
 //	d, err := agent.Workflow(ctx, "etl")                  ◀─ a degraded composition is a *HaltError
 //
-// Guard's answer follows the directive's action: PROCEED sends the payload
-// as given, MIGRATE rewrites it with the verdict's guards.MigrationPlan (a
-// payload that hits one of the plan's blockers is a HALT), HALT refuses it.
+// Guard's answer is the payload's, under the directive in force: PROCEED
+// (or no directive) sends it as given; under MIGRATE or HALT it is judged
+// against the tool's current input schema, which the view follows in the
+// baselines bucket (ToolState): migrated by the verdict's
+// guards.MigrationPlan when the result fits, as given when it already fits
+// (the agent speaks the new version), else a HALT whose Cause is the
+// plan's blocker it hits or ErrDoesNotFit with the places that do not fit.
+// Without a known current schema the directive's action applies as it is.
 // Guard has the shape of a call hook, func(ctx, tool, args) (args, error),
 // for proxies; DirectiveView.Guard decides for any agent (the HTTP endpoint
 // of `toolsentry serve` uses it).
