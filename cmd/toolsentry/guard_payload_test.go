@@ -85,6 +85,22 @@ func TestGuardAnswersThePayload(t *testing.T) {
 		t.Errorf("guard < payload without q: exit %d, %q, %q", code, out, errOut)
 	}
 
+	// The agent moves on to perPage: its calls fit the current schema, so
+	// it is integrated (a SCHEMA_MATCH of its own), its directive says
+	// PROCEED, and replay re-derives that verdict.
+	published := agent.Stats().Published
+	if err := agent.Emit(publisher.Invocation{Tool: "search_issues", Arguments: json.RawMessage(fresh)}); err != nil {
+		t.Fatal(err)
+	}
+	consumerWait(t, func() bool { return agent.Stats().Published == published+1 })
+	consumerWait(t, func() bool {
+		d, err := agent.Decide(ctx, "search_issues", json.RawMessage(`{"q":"x","per_page":5,"state":"open"}`))
+		return err == nil && d.Directive != nil && d.Directive.Verdict.Name == "SCHEMA_MATCH" && d.Directive.AgentID == "triage-bot" && d.Directive.Action == "PROCEED"
+	})
+	if out, errOut, code := runCtx(ctx, "", "replay", "--nats-url", s.natsURL); code != 0 || !strings.Contains(out, "RESULT: every verdict matches") {
+		t.Errorf("replay after the agent integrated: exit %d\n%s%s", code, out, errOut)
+	}
+
 	// The operator accepts the new version: the fresh payload still goes.
 	if out, errOut, code := runCtx(ctx, "", "baseline", "accept", "search_issues", "--nats-url", s.natsURL); code != 0 {
 		t.Fatalf("baseline accept: exit %d, %q, %s", code, out, errOut)

@@ -1,8 +1,10 @@
 package core
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
@@ -272,6 +274,15 @@ func (c *Core) checkAgentDrift(ov *overlay, in Input, rec *BaselineRecord, u *Us
 	if err != nil {
 		return false, err
 	}
+	if len(deviations) > 0 && !toldByFingerprint && grew {
+		integrated, err := c.integrated(ov, in, rec, curDef, u, deviations, eff)
+		if err != nil {
+			return false, err
+		}
+		if integrated {
+			return true, nil
+		}
+	}
 	if len(deviations) > 0 && !toldByFingerprint {
 		observed, err := guards.ObservedInputTool(curDef, types)
 		if err != nil {
@@ -290,4 +301,64 @@ func (c *Core) checkAgentDrift(ov *overlay, in Input, rec *BaselineRecord, u *Us
 		changed = true
 	}
 	return changed, nil
+}
+
+// integrated handles an agent that moved on to the tool's current version:
+// this invocation, which grew the agent's surface, fits the current input
+// schema (no path it sends is undeclared or of a type the schema refuses),
+// while the recorded surface still holds the old fields (deviations), and
+// the agent was told of a drift to the current version. Its recorded
+// surface then moves to the current version (the deviating paths go, so
+// later drifts are judged on what it sends now), and a SCHEMA_MATCH for the
+// agent, judged against the current fingerprint, says that it integrated:
+// the directive projector replaces its (tool, agent) directive with that
+// PROCEED. It reports whether it did so.
+func (c *Core) integrated(ov *overlay, in Input, rec *BaselineRecord, curDef guards.ToolDefinition, u *UsageRecord, deviations []string, eff *Effects) (bool, error) {
+	inv := in.Event.Invocation
+	cur := rec.Current
+	if inv.SchemaFingerprint != "" && inv.SchemaFingerprint != cur.Fingerprint {
+		return false, nil
+	}
+	told := slices.ContainsFunc(u.Notified, func(pair string) bool { return strings.HasSuffix(pair, ">"+cur.Fingerprint) })
+	if !told {
+		return false, nil
+	}
+	sent := make(map[string]guards.TypeSet, len(inv.ArgumentTypes)+len(inv.UsedFields))
+	for p, t := range inv.ArgumentTypes {
+		sent[p] = t
+	}
+	for _, p := range inv.UsedFields {
+		if _, ok := sent[p]; !ok {
+			sent[p] = 0
+		}
+	}
+	if len(sent) == 0 {
+		return false, nil
+	}
+	own, err := guards.InputDeviations(curDef.Input, sent)
+	if err != nil || len(own) > 0 {
+		return false, err
+	}
+	for _, p := range deviations {
+		delete(u.Input, p)
+	}
+	u.CheckedAgainst = cur.Fingerprint
+	m := guards.EvaluateSchema(guards.ToolSchema{ToolID: rec.ToolID, Version: cur.Version, SchemaFingerprint: cur.Fingerprint, UsedFields: u.Surface().Input},
+		&guards.SchemaBaseline{BaselineFingerprint: cur.Fingerprint})
+	sv := events.SchemaVerdict{
+		Verdict:             m.Verdict,
+		Directive:           m.Directive,
+		ManifestDigest:      m.ManifestDigest,
+		ToolID:              rec.ToolID,
+		AgentID:             u.AgentID,
+		Version:             cur.Version,
+		BaselineFingerprint: cur.Fingerprint,
+		CurrentFingerprint:  cur.Fingerprint,
+		Changes:             json.RawMessage(`[]`),
+		Affected:            json.RawMessage(`[]`),
+		Migration:           noMigration,
+		GuardVersion:        guards.Version,
+	}
+	sv.InputEventID, sv.InputSubject, sv.InputSequence = verdictInput(in)
+	return true, c.verdict(ov, eff, in, sv)
 }
