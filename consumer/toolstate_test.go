@@ -34,3 +34,11 @@ func TestToolStateReadsBaselineRecord(t *testing.T) {
 		t.Error("a record without a tool id decodes")
 	}
 }
+
+// TestListedVersionIsTheSplitVersion: a local verdict on a listed tool
+// judges the version under which the core splits a tools/list.
+func TestListedVersionIsTheSplitVersion(t *testing.T) {
+	if publisher.ListedVersion != core.UnversionedTool {
+		t.Errorf("publisher.ListedVersion %q, core.UnversionedTool %q", publisher.ListedVersion, core.UnversionedTool)
+	}
+}

@@ -387,6 +387,16 @@ func (a *Agent) Decide(ctx context.Context, tool string, payload json.RawMessage
 	return a.view.Guard(ctx, a.opts.AgentID, tool, payload, GuardOptions{Fingerprint: a.opts.Fingerprints[tool]})
 }
 
+// Listed tells the client that the agent has just been shown tool (a
+// tools/list entry) under the id toolID, before its next call: when serve
+// has not judged that version yet (a silent upgrade), the client judges it
+// itself against the tool's baseline and the agent's recorded surface, as
+// serve will, and Guard answers by that local directive until serve's
+// arrives. See DirectiveView.Listed.
+func (a *Agent) Listed(toolID string, tool events.MCPTool) (*events.Directive, error) {
+	return a.view.Listed(toolID, tool)
+}
+
 // Workflow returns the current verdict and directive of a composition
 // before the agent runs it: a *HaltError with the directive when it says
 // HALT (degraded, incompatible), ErrNoDirective when it has no verdict yet.

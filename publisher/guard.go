@@ -154,9 +154,11 @@ type DirectiveView struct {
 	nc    *nats.Conn
 	opts  ViewOptions
 	tools *toolView
+	usage *usageView // the agent's usage records; nil when opts.Agent is ""
 
 	mu       sync.RWMutex
 	entries  map[string]viewDirective
+	listed   map[string]listedEntry // local verdicts (Listed), by directive key
 	watchRev uint64
 	fresh    time.Time
 	ended    bool
@@ -202,16 +204,30 @@ func WatchDirectives(ctx context.Context, js jetstream.JetStream, names events.N
 		cancel()
 		return nil, err
 	}
+	var usage *usageView
+	if opts.Agent != "" {
+		if usage, err = watchUsage(wctx, js, names, opts.Agent); err != nil {
+			_ = w.Stop()
+			cancel()
+			<-tools.done
+			return nil, err
+		}
+	}
 	v := &DirectiveView{
-		kv: kv, nc: js.Conn(), opts: opts, tools: tools,
-		entries: map[string]viewDirective{},
-		ready:   make(chan struct{}), cancel: cancel, done: make(chan struct{}),
+		kv: kv, nc: js.Conn(), opts: opts, tools: tools, usage: usage,
+		entries: map[string]viewDirective{}, listed: map[string]listedEntry{},
+		ready: make(chan struct{}), cancel: cancel, done: make(chan struct{}),
 	}
 	go v.follow(wctx, w)
-	for _, c := range []struct {
+	type watch struct {
 		ready, done <-chan struct{}
 		bucket      string
-	}{{v.ready, v.done, names.DirectivesBucket()}, {tools.ready, tools.done, names.BaselinesBucket()}} {
+	}
+	watches := []watch{{v.ready, v.done, names.DirectivesBucket()}, {tools.ready, tools.done, names.BaselinesBucket()}}
+	if usage != nil {
+		watches = append(watches, watch{usage.ready, usage.done, names.UsageBucket()})
+	}
+	for _, c := range watches {
 		select {
 		case <-c.ready:
 		case <-c.done:
@@ -368,6 +384,19 @@ func (v *DirectiveView) Guard(ctx context.Context, agent, tool string, payload j
 		current, dec.CurrentFingerprint = e, e.state.Current.Fingerprint
 	}
 	d, ok := v.Lookup(agent, tool)
+	var inForce *events.Directive
+	if ok {
+		inForce = &d
+	}
+	if local, isLocal := v.listedFor(agent, tool, inForce); isLocal {
+		// The agent has just been shown a version that serve has not
+		// judged yet: the local verdict about it, and its input schema.
+		d, ok = local.d, true
+		current, dec.CurrentFingerprint = nil, ""
+		if local.tool.load() == nil {
+			current, dec.CurrentFingerprint = local.tool, local.tool.state.Current.Fingerprint
+		}
+	}
 	if !ok {
 		dec.Reason = "no verdict about this tool yet"
 		return dec, nil
@@ -512,4 +541,5 @@ func (v *DirectiveView) Close() {
 	v.cancel()
 	<-v.done
 	<-v.tools.done
+	<-v.usage.doneCh()
 }

@@ -37,6 +37,7 @@ type ToolState struct {
 // object (descriptions and schemas).
 type ToolVersion struct {
 	Fingerprint string          `json:"fingerprint"`
+	Version     string          `json:"version"`
 	Tool        json.RawMessage `json:"tool"`
 }
 

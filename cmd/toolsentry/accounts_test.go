@@ -121,9 +121,9 @@ func TestDeployAccountsPermissions(t *testing.T) {
 		}
 	})
 	t.Run("agent cannot read a bucket", func(t *testing.T) {
-		// It may watch the directives and baselines buckets (below), and
-		// nothing else of the state.
-		for _, bucket := range []string{"toolsentry-usage", "toolsentry-outcomes", "toolsentry-quality", "toolsentry-workflows"} {
+		// It may watch the directives, baselines and usage buckets
+		// (below), and nothing else of the state.
+		for _, bucket := range []string{"toolsentry-outcomes", "toolsentry-quality", "toolsentry-workflows", "toolsentry-members"} {
 			c, cc := short()
 			if _, err := agent.KeyValue(c, bucket); err == nil {
 				t.Errorf("opened the %s bucket", bucket)
@@ -176,9 +176,9 @@ func TestDeployAccountsPermissions(t *testing.T) {
 	}
 	emit(obs("o2", "userId"))
 
-	// The agent's guard watches the directives and baselines buckets: the
-	// call that uses the renamed field is migrated, and the agent cannot
-	// write either bucket.
+	// The agent's guard watches the directives, baselines and usage
+	// buckets: the call that uses the renamed field is migrated, and the
+	// agent cannot write any of them.
 	t.Run("agent guards its calls", func(t *testing.T) {
 		view, err := publisher.WatchDirectives(ctx, agent, events.Names{}, publisher.ViewOptions{Agent: "billing-7", ProbeInterval: -1})
 		if err != nil {
@@ -189,7 +189,7 @@ func TestDeployAccountsPermissions(t *testing.T) {
 			dec, err := view.Guard(ctx, "billing-7", "crm.lookup", json.RawMessage(`{"user_id":"u-42"}`), publisher.GuardOptions{})
 			return err == nil && dec.Migrated && string(dec.Arguments) == `{"userId":"u-42"}` && dec.Fits
 		})
-		for _, bucket := range []string{"toolsentry-directives", "toolsentry-baselines"} {
+		for _, bucket := range []string{"toolsentry-directives", "toolsentry-baselines", "toolsentry-usage"} {
 			kv, err := agent.KeyValue(ctx, bucket)
 			if err != nil {
 				t.Fatal(err)

@@ -1,0 +1,273 @@
+package publisher
+
+// This file protects the very first call after a silent upgrade: an agent
+// (or its MCP proxy) that has just listed a tool tells its view, which
+// compares the listed version with the tool's baseline itself, with the
+// same guards as the stream processor and the agent's recorded surface
+// (bucket toolsentry-usage, its own keys), and answers the agent's calls by
+// that local verdict until serve's verdict about the listed version
+// reaches the directives bucket. The two agree: same verdict, migration
+// and manifest digest.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolsentry/toolsentry/events"
+	"github.com/toolsentry/toolsentry/guards"
+)
+
+// ListedVersion is the version of a tool observed in a tools/list result,
+// which names no version per tool: the stream processor splits a list into
+// one observation per tool under this version (consumer/core
+// UnversionedTool), and a local verdict must judge the same version.
+const ListedVersion = "unversioned"
+
+// ErrNoAgent is returned by Listed on a view that follows every agent: a
+// local verdict is about one agent's recorded surface.
+var ErrNoAgent = errors.New("the view follows no single agent")
+
+// usageSurface is what the view reads of one of the agent's usage records
+// (bucket toolsentry-usage, key tool.agent; consumer/core.UsageRecord).
+type usageSurface struct {
+	ToolID  string              `json:"tool_id"`
+	AgentID string              `json:"agent_id"`
+	Input   map[string][]string `json:"input"`
+	Output  []string            `json:"output"`
+}
+
+func (u usageSurface) surface() guards.UsedSurface {
+	in := make([]string, 0, len(u.Input))
+	for p := range u.Input {
+		in = append(in, p)
+	}
+	sort.Strings(in)
+	return guards.UsedSurface{Input: in, Output: slices.Clone(u.Output)}
+}
+
+// usageView follows one agent's usage records.
+type usageView struct {
+	mu    sync.RWMutex
+	tools map[string]usageSurface // by tool id
+
+	ready chan struct{}
+	done  chan struct{}
+}
+
+func watchUsage(ctx context.Context, js jetstream.JetStream, names events.Names, agent string) (*usageView, error) {
+	tok, err := events.KeyToken(agent)
+	if err != nil {
+		return nil, err
+	}
+	kv, err := js.KeyValue(ctx, names.UsageBucket())
+	if err != nil {
+		return nil, fmt.Errorf("opening bucket %s (has `toolsentry serve` run with this prefix?): %w", names.UsageBucket(), err)
+	}
+	w, err := kv.WatchFiltered(ctx, []string{"*." + tok})
+	if err != nil {
+		return nil, fmt.Errorf("watching bucket %s: %w", names.UsageBucket(), err)
+	}
+	uv := &usageView{tools: map[string]usageSurface{}, ready: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(uv.done)
+		defer func() { _ = w.Stop() }()
+		readyOnce := sync.OnceFunc(func() { close(uv.ready) })
+		byKey := map[string]string{}
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e == nil {
+					readyOnce()
+					continue
+				}
+				uv.mu.Lock()
+				if e.Operation() != jetstream.KeyValuePut {
+					delete(uv.tools, byKey[e.Key()])
+					delete(byKey, e.Key())
+				} else {
+					var u usageSurface
+					if json.Unmarshal(e.Value(), &u) == nil && u.ToolID != "" && u.AgentID == agent {
+						byKey[e.Key()] = u.ToolID
+						uv.tools[u.ToolID] = u
+					}
+				}
+				uv.mu.Unlock()
+			}
+		}
+	}()
+	return uv, nil
+}
+
+// closed is the channel of a view that follows nothing.
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+func (uv *usageView) doneCh() <-chan struct{} {
+	if uv == nil {
+		return closed
+	}
+	return uv.done
+}
+
+func (uv *usageView) lookup(tool string) (usageSurface, bool) {
+	uv.mu.RLock()
+	defer uv.mu.RUnlock()
+	u, ok := uv.tools[tool]
+	return u, ok
+}
+
+// listedEntry is a local verdict: the directive it sets for the agent and
+// the listed version, against whose input schema payloads are judged.
+type listedEntry struct {
+	d    events.Directive
+	tool *toolEntry
+}
+
+// Listed tells the view that the agent has just been shown tool (as
+// tools/list showed it) under the id toolID. When that version is not the
+// one the view knows as the tool's current one, the view judges it itself
+// as `toolsentry serve` will: the diff of the tool's baseline against the
+// listed version for the agent's recorded surface (guards.EvaluateDrift),
+// SCHEMA_MATCH when it is the baseline, NO_BASELINE when the tool has none.
+// Until a directive about the listed version reaches the view, Guard
+// answers the agent's calls of the tool by that local directive, judged
+// against the listed input schema. It returns the local directive, or nil
+// when the view already knows the listed version.
+func (v *DirectiveView) Listed(toolID string, tool events.MCPTool) (*events.Directive, error) {
+	agent := v.opts.Agent
+	if agent == "" || v.usage == nil {
+		return nil, ErrNoAgent
+	}
+	key, err := events.SchemaDirectiveKey(toolID, agent)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(tool)
+	if err != nil {
+		return nil, fmt.Errorf("%w: tool %q: %v", guards.ErrInvalid, tool.Name, err)
+	}
+	newDef, newFP, err := definitionOf(toolID, ListedVersion, raw)
+	if err != nil {
+		return nil, err
+	}
+	st, known := v.ToolState(toolID)
+	if known && st.Current.Fingerprint == newFP {
+		v.forget(key)
+		return nil, nil
+	}
+	current := ToolSchema{ToolID: toolID, Version: ListedVersion, Fingerprint: newFP}
+	sv := events.SchemaVerdict{
+		ToolID:             toolID,
+		AgentID:            agent,
+		Version:            ListedVersion,
+		CurrentFingerprint: newFP,
+		Changes:            json.RawMessage(`[]`),
+		Affected:           json.RawMessage(`[]`),
+		Migration:          json.RawMessage(`{"steps":[]}`),
+		GuardVersion:       guards.Version,
+	}
+	switch {
+	case !known:
+		m := guards.EvaluateSchema(current.guards(), nil)
+		sv.Verdict, sv.Directive, sv.ManifestDigest = m.Verdict, m.Directive, m.ManifestDigest
+	case st.Baseline.Fingerprint == newFP:
+		m := guards.EvaluateSchema(current.guards(), &guards.SchemaBaseline{BaselineFingerprint: newFP})
+		sv.Verdict, sv.Directive, sv.ManifestDigest, sv.BaselineFingerprint = m.Verdict, m.Directive, m.ManifestDigest, newFP
+	default:
+		baseDef, _, err := definitionOf(toolID, st.Baseline.Version, st.Baseline.Tool)
+		if err != nil {
+			return nil, fmt.Errorf("baseline of %s: %w", toolID, err)
+		}
+		u, _ := v.usage.lookup(toolID)
+		rep, err := guards.EvaluateDrift(baseDef, newDef, u.surface())
+		if err != nil {
+			return nil, err
+		}
+		sv.Verdict, sv.Directive, sv.ManifestDigest = rep.Manifest.Verdict, rep.Manifest.Directive, rep.Manifest.ManifestDigest
+		sv.BaselineFingerprint = st.Baseline.Fingerprint
+		if sv.Affected, err = json.Marshal(rep.Affected); err != nil {
+			return nil, err
+		}
+		if sv.Migration, err = json.Marshal(rep.Migration); err != nil {
+			return nil, err
+		}
+	}
+	d, err := events.DirectiveOf(events.Event{Kind: events.KindSchemaVerdict, SchemaVerdict: &sv}, 0)
+	if err != nil {
+		return nil, err
+	}
+	d.Reason = "judged here, before serve's verdict, from the listed version: " + d.Reason
+	entry := &toolEntry{state: ToolState{ToolID: toolID, Baseline: st.Baseline, Current: ToolVersion{Fingerprint: newFP, Version: ListedVersion, Tool: raw}, Held: st.Held}}
+	v.mu.Lock()
+	v.listed[key] = listedEntry{d: d, tool: entry}
+	v.mu.Unlock()
+	return &d, nil
+}
+
+func (v *DirectiveView) forget(key string) {
+	v.mu.Lock()
+	delete(v.listed, key)
+	v.mu.Unlock()
+}
+
+// listedFor returns the local directive for agent's calls of tool while
+// the view's directive about the tool is not about the listed version yet.
+func (v *DirectiveView) listedFor(agent, tool string, inForce *events.Directive) (listedEntry, bool) {
+	if agent == "" || agent != v.opts.Agent {
+		return listedEntry{}, false
+	}
+	key, err := events.SchemaDirectiveKey(tool, agent)
+	if err != nil {
+		return listedEntry{}, false
+	}
+	v.mu.RLock()
+	e, ok := v.listed[key]
+	v.mu.RUnlock()
+	if !ok {
+		return listedEntry{}, false
+	}
+	if inForce != nil && inForce.ToFingerprint == e.d.ToFingerprint {
+		v.forget(key) // serve's verdict about the listed version is here
+		return listedEntry{}, false
+	}
+	return e, true
+}
+
+// ToolSchema names one version of a tool for the seed's schema guard.
+type ToolSchema struct {
+	ToolID, Version, Fingerprint string
+}
+
+func (s ToolSchema) guards() guards.ToolSchema {
+	return guards.ToolSchema{ToolID: s.ToolID, Version: s.Version, SchemaFingerprint: s.Fingerprint}
+}
+
+// definitionOf parses one tool version as the stream processor does: the
+// MCP Tool's definition with the tool id and version, and its fingerprint.
+func definitionOf(toolID, version string, raw json.RawMessage) (guards.ToolDefinition, string, error) {
+	defs, err := guards.ParseToolDocument(raw)
+	if err != nil {
+		return guards.ToolDefinition{}, "", err
+	}
+	if len(defs) != 1 {
+		return guards.ToolDefinition{}, "", fmt.Errorf("%w: a tool version holds %d tools", guards.ErrInvalid, len(defs))
+	}
+	def := defs[0]
+	def.ID, def.Version = toolID, version
+	fp, err := guards.Fingerprint(def)
+	if err != nil {
+		return guards.ToolDefinition{}, "", err
+	}
+	return def, fp, nil
+}
