@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
+	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/publisher"
 	"github.com/toolsentry/toolsentry/publisher/mcpproxy"
 )
@@ -92,9 +93,13 @@ Flags (each defaults to its environment variable, if set):
                         letting the tool silently misbehave
                         ($TOOLSENTRY_MCP_HALT_ON_DRIFT, default false)
                         Both need --agent: the directives are the agent's.
-                        They answer from a local view of the directives
-                        and baselines buckets kept by watches (no round
-                        trip per call);
+                        They answer from a local view of the directives,
+                        baselines and usage buckets kept by watches (no
+                        round trip per call). Each tools/list the server
+                        answers is judged at once against the tool's
+                        baseline, before the client sees it, so the first
+                        call after a silent upgrade is already migrated or
+                        halted; serve's verdict follows and agrees;
                         when NATS cannot be reached at start, the proxy
                         warns on standard error and forwards calls as they
                         are.
@@ -184,6 +189,7 @@ func runMCPProxy(ctx context.Context, args []string, sio stdio) error {
 					_ = agentClient.Close(cctx)
 				}()
 				cfg.Hook = directiveHook(agentClient.Hook(*applyMigrations, *haltOnDrift))
+				cfg.ListHook = listedHook(agentClient)
 			}
 		}
 	}
@@ -258,5 +264,27 @@ func directiveHook(guard publisher.CallHook) mcpproxy.CallHook {
 			return nil, nil, err
 		}
 		return args, nil, nil
+	}
+}
+
+// listedHook tells the agent's guard of every tool the server lists, before
+// the client sees the list: a silently upgraded tool is judged at once, so
+// the agent's very first call is migrated or halted (publisher.Agent.Listed).
+func listedHook(agent *publisher.Agent) mcpproxy.ListHook {
+	return func(ctx context.Context, server string, tools []events.MCPTool) {
+		for _, t := range tools {
+			id := events.QualifiedToolID(server, t.Name)
+			d, err := agent.Listed(id, t)
+			switch {
+			case err != nil:
+				zerolog.Ctx(ctx).Debug().Err(err).Str("tool", id).Msg("mcp-proxy: listed tool not judged")
+			case d != nil:
+				plan, _ := json.Marshal(d.Migration) // paths and types, never values
+				zerolog.Ctx(ctx).Info().RawJSON("migration", plan).Str("tool", id).Str("verdict", d.Verdict.Name).
+					Str("action", string(d.Action)).Str("manifest_digest", d.Verdict.ManifestDigest).
+					Str("from_fingerprint", d.FromFingerprint).Str("to_fingerprint", d.ToFingerprint).
+					Msg("mcp-proxy: a listed version serve has not judged yet, judged here")
+			}
+		}
 	}
 }

@@ -40,8 +40,8 @@ func TestMCPProxyHelperProcess(t *testing.T) {
 	case "proxy":
 		err := run(context.Background(), append([]string{"mcp-proxy"}, args[1:]...), stdio{in: os.Stdin, out: os.Stdout, err: os.Stderr})
 		os.Exit(exitCode(err, os.Stderr))
-	case "server":
-		if err := mcptest.Serve(context.Background(), mcptest.Options{}); err != nil {
+	case "server", "server-upgraded":
+		if err := mcptest.Serve(context.Background(), mcptest.Options{Upgraded: args[0] == "server-upgraded"}); err != nil {
 			os.Stderr.WriteString("mcp test server: " + err.Error() + "\n")
 			os.Exit(1)
 		}
@@ -62,7 +62,14 @@ func helperCommand(role string, args ...string) *exec.Cmd {
 // client to it over stdio.
 func connectThroughProxy(t *testing.T, ctx context.Context, copts *mcp.ClientOptions, flags ...string) (*mcp.ClientSession, *lockedBuffer) {
 	t.Helper()
-	args := append(append([]string{}, flags...), "--", os.Args[0], "-test.run=^TestMCPProxyHelperProcess$", "server")
+	return connectThroughProxyTo(t, ctx, "server", copts, flags...)
+}
+
+// connectThroughProxyTo is connectThroughProxy to the helper server in
+// role: "server", or "server-upgraded" (lookup_user already takes userId).
+func connectThroughProxyTo(t *testing.T, ctx context.Context, role string, copts *mcp.ClientOptions, flags ...string) (*mcp.ClientSession, *lockedBuffer) {
+	t.Helper()
+	args := append(append([]string{}, flags...), "--", os.Args[0], "-test.run=^TestMCPProxyHelperProcess$", role)
 	cmd := helperCommand("proxy", args...)
 	stderr := &lockedBuffer{}
 	cmd.Stderr = stderr

@@ -75,6 +75,13 @@ type Config struct {
 	Sink Sink
 	// Hook, when set, sees every tools/call before it is forwarded.
 	Hook CallHook
+	// ListHook, when set, sees every tools/list result page the server
+	// answers (the client's and the proxy's own), before the client gets
+	// it and so before the agent's next call: a guard judges a version it
+	// has just been shown (publisher.Agent.Listed) without waiting for
+	// serve's verdict. It runs on the server's reading goroutine: keep it
+	// quick.
+	ListHook ListHook
 	// RelistAfter is how long to wait, after notifications/tools/list_changed,
 	// for the client to list the tools again before the proxy does
 	// (default DefaultRelistAfter; negative: never list on its own).
@@ -82,6 +89,9 @@ type Config struct {
 	// Now is the clock of latencies and event times (default time.Now).
 	Now func() time.Time
 }
+
+// ListHook sees the tools of one tools/list result page of server.
+type ListHook func(ctx context.Context, server string, tools []events.MCPTool)
 
 // Validate checks c and fills its defaults.
 func (c *Config) Validate() error {
@@ -908,6 +918,9 @@ func (p *Proxy) observe(ctx context.Context, result json.RawMessage, visible boo
 		p.stats.telemetryFails.Add(1)
 		zerolog.Ctx(ctx).Warn().Err(err).Str("server", server).Msg("mcp-proxy: tools/list result not observed")
 		return page.NextCursor
+	}
+	if p.cfg.ListHook != nil {
+		p.cfg.ListHook(ctx, server, obs.Tools)
 	}
 	if visible {
 		fps := make(map[string]string, len(obs.Tools))

@@ -31,6 +31,9 @@ type Options struct {
 	// PageSize is the number of tools per tools/list page (0: the SDK's
 	// default, all in one page).
 	PageSize int
+	// Upgraded starts the server as upgrade_schema leaves it: lookup_user
+	// takes userId (a server upgraded silently between two sessions).
+	Upgraded bool
 }
 
 func schema(props map[string]string, required ...string) json.RawMessage {
@@ -61,6 +64,9 @@ func NewServer(opts Options) *mcp.Server {
 	// user_id gets "no user id".
 	var mu sync.Mutex
 	current := "user_id"
+	if opts.Upgraded {
+		current = "userId"
+	}
 	found := func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		var args map[string]any
 		_ = json.Unmarshal(req.Params.Arguments, &args)
@@ -72,7 +78,7 @@ func NewServer(opts Options) *mcp.Server {
 		}
 		return text("no user id", true), nil
 	}
-	s.AddTool(lookup("user_id"), found)
+	s.AddTool(lookup(current), found)
 	s.AddTool(&mcp.Tool{Name: "always_fails", Description: "Fails.", InputSchema: schema(map[string]string{"reason": "string"})},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return text("it failed", true), nil
