@@ -390,8 +390,11 @@ func (v *DirectiveView) Guard(ctx context.Context, agent, tool string, payload j
 	}
 	if local, isLocal := v.listedFor(agent, tool, inForce); isLocal {
 		// The agent has just been shown a version that serve has not
-		// judged yet: the local verdict about it, and its input schema.
-		d, ok = local.d, true
+		// judged yet: the local verdict about it (unless serve's is
+		// here), and its input schema.
+		if inForce == nil || inForce.ToFingerprint != local.d.ToFingerprint {
+			d, ok = local.d, true
+		}
 		current, dec.CurrentFingerprint = nil, ""
 		if local.tool.load() == nil {
 			current, dec.CurrentFingerprint = local.tool, local.tool.state.Current.Fingerprint
@@ -400,6 +403,9 @@ func (v *DirectiveView) Guard(ctx context.Context, agent, tool string, payload j
 	if !ok {
 		dec.Reason = "no verdict about this tool yet"
 		return dec, nil
+	}
+	if current != nil && !current.judges(d.ToFingerprint) {
+		current, dec.CurrentFingerprint = nil, ""
 	}
 	dec.Directive = &d
 	dec.Reason = d.Reason

@@ -221,8 +221,10 @@ func (v *DirectiveView) forget(key string) {
 	v.mu.Unlock()
 }
 
-// listedFor returns the local directive for agent's calls of tool while
-// the view's directive about the tool is not about the listed version yet.
+// listedFor returns the local verdict for agent's calls of tool until both
+// the directive in force and the tool's state in the view are about the
+// listed version (the directives and baselines buckets are watched apart:
+// either may arrive first).
 func (v *DirectiveView) listedFor(agent, tool string, inForce *events.Directive) (listedEntry, bool) {
 	if agent == "" || agent != v.opts.Agent {
 		return listedEntry{}, false
@@ -237,8 +239,9 @@ func (v *DirectiveView) listedFor(agent, tool string, inForce *events.Directive)
 	if !ok {
 		return listedEntry{}, false
 	}
-	if inForce != nil && inForce.ToFingerprint == e.d.ToFingerprint {
-		v.forget(key) // serve's verdict about the listed version is here
+	if st, known := v.ToolState(tool); known && st.Current.Fingerprint == e.d.ToFingerprint &&
+		inForce != nil && inForce.ToFingerprint == e.d.ToFingerprint {
+		v.forget(key) // serve's verdict and state about the listed version are here
 		return listedEntry{}, false
 	}
 	return e, true

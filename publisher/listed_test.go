@@ -75,6 +75,10 @@ func TestListedProtectsTheFirstCall(t *testing.T) {
 		t.Errorf("after serve's verdict: %+v, %v", dec, err)
 	}
 	// A listing of the version serve knows sets nothing local.
+	natstest.Eventually(t, 10*time.Second, "the listed version is the tool's current one in the view", func() bool {
+		st, ok := a.View().ToolState(tool)
+		return ok && st.Current.Fingerprint == local.ToFingerprint
+	})
 	if d, err := a.Listed(tool, listed); err != nil || d != nil {
 		t.Errorf("Listed of the known version: %+v, %v", d, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -68,6 +69,7 @@ func DecodeToolState(data []byte) (ToolState, error) {
 // parsed and its input schema compiled on first use.
 type toolEntry struct {
 	state ToolState
+	known []string // fingerprints of the record's recent versions
 
 	once     sync.Once
 	def      guards.ToolDefinition
@@ -121,6 +123,15 @@ func (e *toolEntry) fits(payload json.RawMessage) error {
 		return fmt.Errorf("it sends %s, which the tool does not declare with that type", strings.Join(dev, ", "))
 	}
 	return e.compiled.Conforms(v)
+}
+
+// judges reports whether the tool's current version is the one to judge a
+// payload by under a directive about version fp: it is that version, or fp
+// is an older version the tool has moved on from. A directive about a
+// version the view has not seen yet (its watch of the baselines bucket is
+// behind the directives') is not judged by an older schema.
+func (e *toolEntry) judges(fp string) bool {
+	return fp == "" || fp == e.state.Current.Fingerprint || fp == e.state.Baseline.Fingerprint || slices.Contains(e.known, fp)
 }
 
 func short(fp string) string {
@@ -184,8 +195,18 @@ func (tv *toolView) follow(ctx context.Context, w jetstream.KeyWatcher) {
 				if s, err := DecodeToolState(e.Value()); err == nil {
 					// An unreadable record leaves the tool unknown: its
 					// directives then apply as they are.
+					var k struct {
+						Known []struct {
+							Fingerprint string `json:"fingerprint"`
+						} `json:"known"`
+					}
+					_ = json.Unmarshal(e.Value(), &k)
+					entry := &toolEntry{state: s}
+					for _, v := range k.Known {
+						entry.known = append(entry.known, v.Fingerprint)
+					}
 					byKey[e.Key()] = s.ToolID
-					tv.tools[s.ToolID] = &toolEntry{state: s}
+					tv.tools[s.ToolID] = entry
 				}
 			}
 			tv.mu.Unlock()

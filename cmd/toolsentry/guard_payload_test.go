@@ -55,8 +55,10 @@ func TestGuardAnswersThePayload(t *testing.T) {
 		consumerWait(t, func() bool { return agent.Stats().Published == published+1 })
 		observe(tool+"-2", tool, newSchema)
 		consumerWait(t, func() bool {
-			_, err := agent.Guard(ctx, tool, json.RawMessage(used))
-			return errors.Is(err, publisher.ErrHalt)
+			// Halted, and judged against the version the directive is
+			// about (the baselines watch may trail the directives').
+			d, err := agent.Decide(ctx, tool, json.RawMessage(used))
+			return errors.Is(err, publisher.ErrHalt) && d.Directive != nil && d.CurrentFingerprint == d.Directive.ToFingerprint
 		})
 	}
 	cli := func(tool, payload string) (string, string, int) {
