@@ -392,12 +392,19 @@ func (v *DirectiveView) Guard(ctx context.Context, agent, tool string, payload j
 		// The agent has just been shown a version that serve has not
 		// judged yet: the local verdict about it (unless serve's is
 		// here), and its input schema.
-		if inForce == nil || inForce.ToFingerprint != local.d.ToFingerprint {
-			d, ok = local.d, true
-		}
 		current, dec.CurrentFingerprint = nil, ""
 		if local.tool.load() == nil {
 			current, dec.CurrentFingerprint = local.tool, local.tool.state.Current.Fingerprint
+		}
+		if inForce == nil || inForce.ToFingerprint != local.d.ToFingerprint {
+			d, ok = local.d, true
+			// An agent with no recorded surface is judged by its payload:
+			// the drift for the paths it sends, unless it fits as given.
+			if local.byPayload != nil && current != nil && current.fits(payload) != nil {
+				if pd, drifts := local.forPayload(payload); drifts {
+					d = pd
+				}
+			}
 		}
 	}
 	if !ok {

@@ -132,6 +132,66 @@ func (uv *usageView) lookup(tool string) (usageSurface, bool) {
 type listedEntry struct {
 	d    events.Directive
 	tool *toolEntry
+	// byPayload is set when the agent has no recorded surface for the
+	// tool: Guard then judges each payload by the drift of these two
+	// versions for the paths the payload sends.
+	byPayload *drift
+	sv        events.SchemaVerdict // the local verdict
+}
+
+// drift is a baseline and a listed version of one tool.
+type drift struct {
+	base, listed guards.ToolDefinition
+	baseFP       string
+}
+
+// fillDrift sets a verdict's decision from a drift report.
+func fillDrift(sv *events.SchemaVerdict, baseFP string, rep guards.DriftReport) error {
+	sv.Verdict, sv.Directive, sv.ManifestDigest = rep.Manifest.Verdict, rep.Manifest.Directive, rep.Manifest.ManifestDigest
+	sv.BaselineFingerprint = baseFP
+	var err error
+	if sv.Affected, err = json.Marshal(rep.Affected); err != nil {
+		return err
+	}
+	sv.Migration, err = json.Marshal(rep.Migration)
+	return err
+}
+
+// localDirective is the directive a verdict judged here sets, as the
+// directives projector would set it from serve's.
+func localDirective(sv events.SchemaVerdict) (events.Directive, error) {
+	d, err := events.DirectiveOf(events.Event{Kind: events.KindSchemaVerdict, SchemaVerdict: &sv}, 0)
+	if err != nil {
+		return events.Directive{}, err
+	}
+	d.Reason = "judged here, before serve's verdict, from the listed version: " + d.Reason
+	return d, nil
+}
+
+// forPayload is the local directive for one payload of an agent with no
+// recorded surface: the drift judged for the paths the payload sends. It
+// returns false when the payload's paths do not make the drift touch the
+// agent.
+func (e listedEntry) forPayload(payload json.RawMessage) (events.Directive, bool) {
+	types, err := events.FieldTypesOf(payload)
+	if err != nil {
+		return events.Directive{}, false
+	}
+	paths := make([]string, 0, len(types))
+	for p := range types {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	rep, err := guards.EvaluateDrift(e.byPayload.base, e.byPayload.listed, guards.UsedSurface{Input: paths})
+	if err != nil || rep.Manifest.Verdict != guards.DriftOnUsedFields {
+		return events.Directive{}, false
+	}
+	sv := e.sv
+	if fillDrift(&sv, e.byPayload.baseFP, rep) != nil {
+		return events.Directive{}, false
+	}
+	d, err := localDirective(sv)
+	return d, err == nil
 }
 
 // Listed tells the view that the agent has just been shown tool (as
@@ -167,6 +227,7 @@ func (v *DirectiveView) Listed(toolID string, tool events.MCPTool) (*events.Dire
 		return nil, nil
 	}
 	current := ToolSchema{ToolID: toolID, Version: ListedVersion, Fingerprint: newFP}
+	var byPayload *drift
 	sv := events.SchemaVerdict{
 		ToolID:             toolID,
 		AgentID:            agent,
@@ -189,28 +250,27 @@ func (v *DirectiveView) Listed(toolID string, tool events.MCPTool) (*events.Dire
 		if err != nil {
 			return nil, fmt.Errorf("baseline of %s: %w", toolID, err)
 		}
-		u, _ := v.usage.lookup(toolID)
+		u, used := v.usage.lookup(toolID)
+		if !used {
+			// No recorded surface: the agent is judged by each payload
+			// (Guard), against the same two versions.
+			byPayload = &drift{base: baseDef, listed: newDef, baseFP: st.Baseline.Fingerprint}
+		}
 		rep, err := guards.EvaluateDrift(baseDef, newDef, u.surface())
 		if err != nil {
 			return nil, err
 		}
-		sv.Verdict, sv.Directive, sv.ManifestDigest = rep.Manifest.Verdict, rep.Manifest.Directive, rep.Manifest.ManifestDigest
-		sv.BaselineFingerprint = st.Baseline.Fingerprint
-		if sv.Affected, err = json.Marshal(rep.Affected); err != nil {
-			return nil, err
-		}
-		if sv.Migration, err = json.Marshal(rep.Migration); err != nil {
+		if err := fillDrift(&sv, st.Baseline.Fingerprint, rep); err != nil {
 			return nil, err
 		}
 	}
-	d, err := events.DirectiveOf(events.Event{Kind: events.KindSchemaVerdict, SchemaVerdict: &sv}, 0)
+	d, err := localDirective(sv)
 	if err != nil {
 		return nil, err
 	}
-	d.Reason = "judged here, before serve's verdict, from the listed version: " + d.Reason
 	entry := &toolEntry{state: ToolState{ToolID: toolID, Baseline: st.Baseline, Current: ToolVersion{Fingerprint: newFP, Version: ListedVersion, Tool: raw}, Held: st.Held}}
 	v.mu.Lock()
-	v.listed[key] = listedEntry{d: d, tool: entry}
+	v.listed[key] = listedEntry{d: d, tool: entry, byPayload: byPayload, sv: sv}
 	v.mu.Unlock()
 	return &d, nil
 }

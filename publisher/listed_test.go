@@ -83,3 +83,30 @@ func TestListedProtectsTheFirstCall(t *testing.T) {
 		t.Errorf("Listed of the known version: %+v, %v", d, err)
 	}
 }
+
+// TestListedJudgesAnAgentWithoutUsageByItsPayload: an agent that never
+// called the tool has no recorded surface, so the local verdict on the
+// listed version does not touch it; each of its payloads is judged by the
+// drift for the paths it sends.
+func TestListedJudgesAnAgentWithoutUsageByItsPayload(t *testing.T) {
+	l := startLoop(t)
+	a := l.agent("new-bot", publisher.AgentOptions{})
+	const tool = "search_issues"
+	l.observe(tool, `{"type":"object","properties":{"q":{"type":"string"},"per_page":{"type":"integer"}},"required":["q"]}`)
+	listed := events.MCPTool{Name: tool, InputSchema: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"},"perPage":{"type":"integer"}},"required":["q"]}`)}
+	natstest.Eventually(t, 10*time.Second, "the tool's baseline in the view", func() bool {
+		_, ok := a.View().ToolState(tool)
+		return ok
+	})
+	local, err := a.Listed(tool, listed)
+	if err != nil || local == nil || local.Verdict.Name != string(guards.DriftOnUnusedFields) || local.Action != guards.ActionProceed {
+		t.Fatalf("local directive for an agent without usage: %+v, %v", local, err)
+	}
+	dec, err := a.Decide(l.ctx, tool, json.RawMessage(`{"q":"x","per_page":30}`))
+	if err != nil || !dec.Migrated || string(dec.Arguments) != `{"perPage":30,"q":"x"}` || dec.Directive == nil || dec.Directive.Verdict.Name != string(guards.DriftOnUsedFields) {
+		t.Errorf("an old payload: %+v, %v; want it migrated by the drift for its own paths", dec, err)
+	}
+	if dec, err := a.Decide(l.ctx, tool, json.RawMessage(`{"q":"x","perPage":30}`)); err != nil || dec.Migrated || dec.Action != guards.ActionProceed {
+		t.Errorf("a payload on the listed surface: %+v, %v", dec, err)
+	}
+}
