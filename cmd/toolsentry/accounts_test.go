@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolsentry/toolsentry/consumer/natstest"
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/publisher"
 )
@@ -185,8 +186,10 @@ func TestDeployAccountsPermissions(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer view.Close()
-		natstestWait(t, func() bool {
-			dec, err := view.Guard(ctx, "billing-7", "crm.lookup", json.RawMessage(`{"user_id":"u-42"}`), publisher.GuardOptions{})
+		var dec publisher.Decision
+		natstest.Eventually(t, 30*time.Second, "the agent's guard migrates user_id", func() bool {
+			var err error
+			dec, err = view.Guard(ctx, "billing-7", "crm.lookup", json.RawMessage(`{"user_id":"u-42"}`), publisher.GuardOptions{})
 			return err == nil && dec.Migrated && string(dec.Arguments) == `{"userId":"u-42"}` && dec.Fits
 		})
 		for _, bucket := range []string{"toolsentry-directives", "toolsentry-baselines", "toolsentry-usage"} {
