@@ -32,6 +32,20 @@ func benchAgent(b *testing.B, opts publisher.AgentOptions) *publisher.Agent {
 	if _, err := res.Directives.Put(ctx, key, data); err != nil {
 		b.Fatal(err)
 	}
+	// Tool "judged": the same MIGRATE, about the tool's current version,
+	// whose input schema the guard judges the payload by.
+	const input = `{"type":"object","properties":{"userId":{"type":"string"},"limit":{"type":"integer"},"options":{"type":"object","properties":{"include_archived":{"type":"boolean"},"fields":{"type":"array","items":{"type":"string"}}}}},"required":["userId"]}`
+	rec := `{"tool_id":"judged","baseline":{"fingerprint":"sha256:v1","version":"1","tool":{"name":"judged","inputSchema":{"type":"object"}}},` +
+		`"current":{"fingerprint":"sha256:v2","version":"1","tool":{"name":"judged","inputSchema":` + input + `}},"held":true,"known":[]}`
+	if _, err := res.Baselines.Put(ctx, "judged", []byte(rec)); err != nil {
+		b.Fatal(err)
+	}
+	d.ToolID, d.ToFingerprint = "judged", "sha256:v2"
+	key, _ = d.Key()
+	data, _ = json.Marshal(d)
+	if _, err := res.Directives.Put(ctx, key, data); err != nil {
+		b.Fatal(err)
+	}
 	opts.AgentID = "bench"
 	a, err := publisher.NewAgent(ctx, natstest.Connect(b, url), opts)
 	if err != nil {
@@ -46,12 +60,14 @@ func benchAgent(b *testing.B, opts publisher.AgentOptions) *publisher.Agent {
 }
 
 // BenchmarkGuard is the cost Guard adds to a call: a map lookup under
-// PROCEED, a decode, migration and encode under MIGRATE.
+// PROCEED, a decode, migration and encode under MIGRATE, and with the
+// tool's current schema known the payload's check against it as well
+// (judged: migrated, then the result checked).
 func BenchmarkGuard(b *testing.B) {
 	a := benchAgent(b, publisher.AgentOptions{})
 	args := json.RawMessage(`{"user_id":"u-42","limit":5,"options":{"include_archived":false,"fields":["name","email"]}}`)
 	ctx := context.Background()
-	for _, c := range []struct{ name, tool string }{{"action=PROCEED", "other"}, {"action=MIGRATE", "rename"}} {
+	for _, c := range []struct{ name, tool string }{{"action=PROCEED", "other"}, {"action=MIGRATE", "rename"}, {"action=MIGRATE,judged", "judged"}} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
