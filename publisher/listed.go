@@ -226,7 +226,7 @@ func (v *DirectiveView) Listed(toolID string, tool events.MCPTool) (*events.Dire
 		v.forget(key)
 		return nil, nil
 	}
-	current := ToolSchema{ToolID: toolID, Version: ListedVersion, Fingerprint: newFP}
+	current := guards.ToolSchema{ToolID: toolID, Version: ListedVersion, SchemaFingerprint: newFP}
 	var byPayload *drift
 	sv := events.SchemaVerdict{
 		ToolID:             toolID,
@@ -240,10 +240,10 @@ func (v *DirectiveView) Listed(toolID string, tool events.MCPTool) (*events.Dire
 	}
 	switch {
 	case !known:
-		m := guards.EvaluateSchema(current.guards(), nil)
+		m := guards.EvaluateSchema(current, nil)
 		sv.Verdict, sv.Directive, sv.ManifestDigest = m.Verdict, m.Directive, m.ManifestDigest
 	case st.Baseline.Fingerprint == newFP:
-		m := guards.EvaluateSchema(current.guards(), &guards.SchemaBaseline{BaselineFingerprint: newFP})
+		m := guards.EvaluateSchema(current, &guards.SchemaBaseline{BaselineFingerprint: newFP})
 		sv.Verdict, sv.Directive, sv.ManifestDigest, sv.BaselineFingerprint = m.Verdict, m.Directive, m.ManifestDigest, newFP
 	default:
 		baseDef, _, err := definitionOf(toolID, st.Baseline.Version, st.Baseline.Tool)
@@ -305,15 +305,6 @@ func (v *DirectiveView) listedFor(agent, tool string, inForce *events.Directive)
 		return listedEntry{}, false
 	}
 	return e, true
-}
-
-// ToolSchema names one version of a tool for the seed's schema guard.
-type ToolSchema struct {
-	ToolID, Version, Fingerprint string
-}
-
-func (s ToolSchema) guards() guards.ToolSchema {
-	return guards.ToolSchema{ToolID: s.ToolID, Version: s.Version, SchemaFingerprint: s.Fingerprint}
 }
 
 // definitionOf parses one tool version as the stream processor does: the
