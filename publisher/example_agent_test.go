@@ -97,7 +97,7 @@ func ExampleAgent() {
 	var halt *publisher.HaltError
 	if errors.As(err, &halt) {
 		fmt.Println(halt.Directive.Action, halt.Directive.Directive)
-		fmt.Println(halt.Cause)
+		fmt.Println(halt.Directive.Reason)
 	}
 	// Output:
 	// send: {"user_id":"alice@example.com","limit":5}
