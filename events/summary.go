@@ -69,6 +69,11 @@ func (v *SchemaVerdict) summary(action guards.Action, reason string, affected []
 	case guards.NoBaseline:
 		return "new tool " + v.ToolID + ", baselined"
 	case guards.SchemaMatch:
+		if v.AgentID != "" {
+			// Only an agent that moved on to the current version gets a
+			// SCHEMA_MATCH of its own (core's integrated).
+			return v.AgentID + " integrated " + v.ToolID + "'s current version; its directive clears"
+		}
 		return v.ToolID + " matches its baseline"
 	case guards.DriftOnUnusedFields:
 		if v.AgentID == "" {

@@ -24,6 +24,8 @@ func TestSchemaVerdictDescribe(t *testing.T) {
 	}{
 		{"new tool", base(guards.NoBaseline, "", `[]`, `[]`, none), guards.ActionProceed, "new tool github/search_issues, baselined"},
 		{"back to the baseline", base(guards.SchemaMatch, "", `[]`, `[]`, none), guards.ActionProceed, "github/search_issues matches its baseline"},
+		{"an agent integrated", base(guards.SchemaMatch, "triage-bot", `[]`, `[]`, none), guards.ActionProceed,
+			"triage-bot integrated github/search_issues's current version; its directive clears"},
 		{"unused, an agent", base(guards.DriftOnUnusedFields, "triage-bot", `[{"path":"sort"},{"path":"order"}]`, `[]`, none), guards.ActionProceed,
 			"github/search_issues changed (2 changes), on nothing triage-bot uses"},
 		{"unused, no usage known", base(guards.DriftOnUnusedFields, "", `[{"path":"sort"}]`, `[]`, none), guards.ActionProceed,

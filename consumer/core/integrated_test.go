@@ -44,6 +44,9 @@ func TestAgentThatMovesOnIsIntegrated(t *testing.T) {
 				got[0].BaselineFingerprint != cur || got[0].CurrentFingerprint != cur || got[0].ManifestDigest == "" {
 				t.Fatalf("the agent moved on: %+v, want one SCHEMA_MATCH for it at %s", got, cur)
 			}
+			if want := "agent-a integrated crm.lookup's current version; its directive clears"; got[0].Summary != want || got[0].Action != guards.ActionProceed {
+				t.Errorf("integrated verdict says %s %q, want PROCEED %q", got[0].Action, got[0].Summary, want)
+			}
 			u, _ := h.state.Usage("crm.lookup", "agent-a")
 			if _, old := u.Input["user_id"]; old || u.Input["userId"] == nil || u.CheckedAgainst != cur {
 				t.Errorf("recorded surface %+v, want userId only, checked against %s", u, cur)
