@@ -139,7 +139,7 @@ func StartDirectives(ctx context.Context, js jetstream.JetStream, res *Resources
 		pinConsumer(&cc, cfg)
 		pinnedEngine(&eng, cfg)
 	}
-	cons, err := res.Verdicts.CreateOrUpdateConsumer(ctx, cc)
+	cons, err := provisionConsumer(ctx, res.Verdicts, cc)
 	if err != nil {
 		return nil, fmt.Errorf("provisioning consumer %s on %s: %w", durable, cfg.VerdictsStream(), err)
 	}

@@ -39,6 +39,14 @@ var ErrShutdownTimeout = errors.New("in-flight handlers cancelled at shutdown ti
 // StartServer when a setting cannot work.
 var ErrInvalidConfig = errors.New("invalid configuration")
 
+// ErrNoAnswer is returned (wrapped, with the request's error) by Provision
+// when one of its JetStream API requests got no answer within
+// provisionRequestTimeout, as happens to all but one of several workers
+// creating the same stream, bucket or consumer on a cluster at the same
+// time. Provisioning again succeeds: the resource exists by then.
+// StartService tries again by itself until ProvisionTimeout.
+var ErrNoAnswer = errors.New("no answer from the JetStream API")
+
 // ErrPartitionsMismatch is returned by Group.Run (and so Service.Run) when
 // another live worker announces a different Config.Partitions: the two
 // would read different sets of partition consumers and both handle every

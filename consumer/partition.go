@@ -10,9 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/rs/zerolog"
 )
 
 // Defaults of the scale-out settings of Config.
@@ -24,73 +22,6 @@ const (
 	// reads the whole telemetry stream (see the package doc).
 	MaxPartitions = 64
 )
-
-// ProvisionTimeout bounds StartService's provisioning when its context has
-// no deadline. Creating a replicated stream or bucket waits for its RAFT
-// group to elect a leader, which takes seconds on a cluster: longer than
-// nats.go's default API timeout of 5s.
-const ProvisionTimeout = 2 * time.Minute
-
-// provision runs Provision under ProvisionTimeout unless ctx has a
-// deadline, and tries again while the cluster cannot place the streams and
-// buckets yet (clusterForming): workers started together with their NATS
-// cluster, as a rollout does, wait for it instead of exiting.
-func provision(ctx context.Context, js jetstream.JetStream, cfg Config) (*Resources, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, ProvisionTimeout)
-		defer cancel()
-	}
-	wait := provisionRetryMin
-	for attempt := 1; ; attempt++ {
-		res, err := Provision(ctx, js, cfg)
-		if err == nil || !clusterForming(err) || ctx.Err() != nil {
-			return res, err
-		}
-		zerolog.Ctx(ctx).Warn().Err(err).Int("attempt", attempt).Dur("retry_in", wait).
-			Msg("the JetStream cluster cannot place the streams and buckets yet (a node still starting?); trying again")
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("%w (gave up waiting for the cluster after %d attempts: %w)", err, attempt, ctx.Err())
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, provisionRetryMax)
-	}
-}
-
-// The delays between provisioning attempts while the cluster forms.
-const (
-	provisionRetryMin = 250 * time.Millisecond
-	provisionRetryMax = 5 * time.Second
-)
-
-// JetStream API error codes of a cluster that is not ready (nats.go has no
-// constants for them).
-const (
-	jsErrCodeClusterNoPeers   jetstream.ErrorCode = 10005 // no suitable peers for placement (a peer offline)
-	jsErrCodeClusterNotAvail  jetstream.ErrorCode = 10008 // JetStream system temporarily unavailable
-	jsErrCodeClusterNotLeader jetstream.ErrorCode = 10009 // JetStream cluster can not handle request (no meta leader)
-)
-
-// clusterForming reports whether err is one that a JetStream cluster
-// returns while it forms or a node is down: trying again later may
-// succeed. No placement for the replicas asked is among them; if the
-// cluster has fewer nodes than replicas it stays so, and provisioning fails
-// at ProvisionTimeout with that error.
-func clusterForming(err error) bool {
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) {
-		switch apiErr.ErrorCode {
-		case jsErrCodeClusterNoPeers, jsErrCodeClusterNotAvail, jsErrCodeClusterNotLeader:
-			return true
-		}
-		return false
-	}
-	// A request that timed out (no meta leader to answer yet) is tried
-	// again; no responder at all means JetStream is not enabled: said at
-	// once.
-	return errors.Is(err, nats.ErrTimeout)
-}
 
 // PriorityGroup is the priority group of the partition consumers (and,
 // with partitions, of the directives projector's): each is created with the
@@ -154,7 +85,9 @@ func (c Config) MembersBucket() string { return c.withDefaults().Prefix + "-memb
 func provisionConsumers(ctx context.Context, js jetstream.JetStream, res *Resources) error {
 	cfg := res.Config
 	if cfg.Partitions <= 1 {
-		cons, err := res.Telemetry.CreateOrUpdateConsumer(ctx, baseConsumerConfig(cfg, cfg.Durable))
+		cons, err := provisionRequest(ctx, func(ctx context.Context) (jetstream.Consumer, error) {
+			return res.Telemetry.CreateOrUpdateConsumer(ctx, baseConsumerConfig(cfg, cfg.Durable))
+		})
 		if err != nil {
 			return fmt.Errorf("provisioning consumer %s on %s: %w", cfg.Durable, cfg.TelemetryStream(), err)
 		}
@@ -171,13 +104,17 @@ func provisionConsumers(ctx context.Context, js jetstream.JetStream, res *Resour
 		cc.Metadata[PartitionsMetadata] = strconv.Itoa(i) + "/" + strconv.Itoa(cfg.Partitions)
 		pinConsumer(&cc, cfg)
 		cc.Replicas = cfg.Replicas // as the stream's, which the single durable inherits
-		cons, err := res.Telemetry.Consumer(ctx, name)
+		cons, err := provisionRequest(ctx, func(ctx context.Context) (jetstream.Consumer, error) {
+			return res.Telemetry.Consumer(ctx, name)
+		})
 		switch {
 		case err == nil:
 			// Keep where it starts; update what may change.
 			old := cons.CachedInfo().Config
 			cc.DeliverPolicy, cc.OptStartSeq = old.DeliverPolicy, old.OptStartSeq
-			cons, err = res.Telemetry.CreateOrUpdateConsumer(ctx, cc)
+			cons, err = provisionRequest(ctx, func(ctx context.Context) (jetstream.Consumer, error) {
+				return res.Telemetry.CreateOrUpdateConsumer(ctx, cc)
+			})
 		case errors.Is(err, jetstream.ErrConsumerNotFound):
 			if start == 0 {
 				if start, err = resumeSequence(ctx, res.Telemetry, cfg); err != nil {
@@ -187,9 +124,13 @@ func provisionConsumers(ctx context.Context, js jetstream.JetStream, res *Resour
 			if start > 1 {
 				cc.DeliverPolicy, cc.OptStartSeq = jetstream.DeliverByStartSequencePolicy, start
 			}
-			cons, err = res.Telemetry.CreateConsumer(ctx, cc)
+			cons, err = provisionRequest(ctx, func(ctx context.Context) (jetstream.Consumer, error) {
+				return res.Telemetry.CreateConsumer(ctx, cc)
+			})
 			if errors.Is(err, jetstream.ErrConsumerExists) { // another worker created it first
-				cons, err = res.Telemetry.Consumer(ctx, name)
+				cons, err = provisionRequest(ctx, func(ctx context.Context) (jetstream.Consumer, error) {
+					return res.Telemetry.Consumer(ctx, name)
+				})
 			}
 		}
 		if err != nil {
@@ -198,7 +139,7 @@ func provisionConsumers(ctx context.Context, js jetstream.JetStream, res *Resour
 		res.Partitions[i] = cons
 	}
 	res.Consumer = res.Partitions[0]
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	kv, err := createOrUpdateKeyValue(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      cfg.MembersBucket(),
 		Description: "toolsentry workers alive, for the assignment of partitions",
 		History:     1,
@@ -236,6 +177,10 @@ func baseConsumerConfig(cfg Config, name string) jetstream.ConsumerConfig {
 // state's last-applied sequence per key makes harmless. Stop every worker
 // of the old layout before starting the new one.
 func resumeSequence(ctx context.Context, stream jetstream.Stream, cfg Config) (uint64, error) {
+	return provisionRequest(ctx, func(ctx context.Context) (uint64, error) { return lowestAckFloor(ctx, stream, cfg) })
+}
+
+func lowestAckFloor(ctx context.Context, stream jetstream.Stream, cfg Config) (uint64, error) {
 	var floor uint64
 	found := false
 	lister := stream.ListConsumers(ctx)

@@ -268,7 +268,11 @@ type Resources struct {
 
 // Provision creates the streams, the durable consumer and the KV buckets of
 // cfg, or updates them to cfg if they exist. It is idempotent and safe to
-// run from several workers at once; every process runs it at start.
+// run from several workers at once; every process runs it at start. Each of
+// its requests is bounded by provisionRequestTimeout: one that got no
+// answer (ErrNoAnswer: another worker was creating the same resource on a
+// cluster) or that the cluster could not serve yet is for the caller to
+// try again, as StartService does.
 func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) (*Resources, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -288,7 +292,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) (*Resour
 		{&res.DLQ, cfg.DLQStream(), cfg.DLQPrefix() + ".>", cfg.DLQMaxAge, "toolsentry dead letters: original bytes and reason headers"},
 	}
 	for _, s := range streams {
-		st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		sc := jetstream.StreamConfig{
 			Name:        s.name,
 			Description: s.desc,
 			Subjects:    []string{s.subjects},
@@ -298,7 +302,8 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) (*Resour
 			Replicas:    cfg.Replicas,
 			MaxAge:      max(s.maxAge, 0),
 			Duplicates:  cfg.Duplicates,
-		})
+		}
+		st, err := createOrUpdateStream(ctx, js, sc)
 		if err != nil {
 			return nil, fmt.Errorf("provisioning stream %s: %w", s.name, err)
 		}
@@ -322,13 +327,14 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) (*Resour
 		{&res.Directives, cfg.DirectivesBucket(), "toolsentry state: operator directives"},
 	}
 	for _, b := range buckets {
-		kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		kc := jetstream.KeyValueConfig{
 			Bucket:      b.name,
 			Description: b.desc,
 			History:     uint8(cfg.KVHistory),
 			Storage:     jetstream.FileStorage,
 			Replicas:    cfg.Replicas,
-		})
+		}
+		kv, err := createOrUpdateKeyValue(ctx, js, kc)
 		if err != nil {
 			return nil, fmt.Errorf("provisioning bucket %s: %w", b.name, err)
 		}

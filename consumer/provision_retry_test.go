@@ -54,10 +54,15 @@ func TestProvisionTriesAgainWhileTheClusterForms(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	var answer atomic.Value
+	var answer, updateAnswer atomic.Value
+	updateAnswer.Store("")
 	var requests atomic.Int64
 	sub, err := nc.Subscribe("$JS.API.>", func(m *nats.Msg) {
 		requests.Add(1)
+		if u := updateAnswer.Load().(string); u != "" && strings.HasPrefix(m.Subject, "$JS.API.STREAM.UPDATE.") {
+			_ = m.Respond([]byte(u))
+			return
+		}
 		_ = m.Respond([]byte(answer.Load().(string)))
 	})
 	if err != nil {
@@ -84,10 +89,55 @@ func TestProvisionTriesAgainWhileTheClusterForms(t *testing.T) {
 		t.Errorf("gave up after %s and %d requests: want the deadline and several attempts", time.Since(start), requests.Load())
 	}
 
+	// A stream that exists with another configuration is updated; an
+	// update the server refuses is said at once: the create and the update,
+	// not tried again.
 	answer.Store(`{"type":"io.nats.jetstream.api.v1.stream_create_response","error":{"code":400,"err_code":10058,"description":"stream name already in use with a different configuration"}}`)
+	updateAnswer.Store(`{"type":"io.nats.jetstream.api.v1.stream_update_response","error":{"code":500,"err_code":10052,"description":"stream configuration update can not change subjects"}}`)
 	requests.Store(0)
-	start = time.Now()
-	if _, err := provision(context.Background(), js, Config{}); err == nil || clusterForming(err) || requests.Load() != 1 {
-		t.Errorf("a configuration conflict: %v after %d requests: want it at once", err, requests.Load())
+	if _, err := provision(context.Background(), js, Config{}); err == nil || clusterForming(err) || requests.Load() != 2 ||
+		!strings.Contains(err.Error(), "can not change subjects") {
+		t.Errorf("a configuration conflict: %v after %d requests: want the update's refusal at once", err, requests.Load())
+	}
+}
+
+// A provisioning request that gets no answer fails with ErrNoAnswer after
+// provisionRequestTimeout, whatever the deadline of its context, and is
+// tried again; a context that ends first is its own error.
+func TestProvisionRequestWithoutAnswer(t *testing.T) {
+	defer func(d time.Duration) { provisionRequestTimeout = d }(provisionRequestTimeout)
+	provisionRequestTimeout = 100 * time.Millisecond
+	silent := func(ctx context.Context) (int, error) {
+		<-ctx.Done()
+		return 0, ctx.Err()
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	_, err := provisionRequest(ctx, silent)
+	if !errors.Is(err, ErrNoAnswer) || !clusterForming(err) {
+		t.Errorf("no answer: %v, want ErrNoAnswer, tried again", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("no answer after %s: want provisionRequestTimeout, not the context's minute", d)
+	}
+
+	short, cancelShort := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancelShort()
+	if _, err := provisionRequest(short, silent); errors.Is(err, ErrNoAnswer) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("context ended first: %v, want its deadline, not ErrNoAnswer", err)
+	}
+
+	// Tried again until an answer comes.
+	var calls atomic.Int64
+	v, err := retryProvisioning(ctx, func(ctx context.Context) (int, error) {
+		if calls.Add(1) < 3 {
+			return provisionRequest(ctx, silent)
+		}
+		return 42, nil
+	})
+	if err != nil || v != 42 || calls.Load() != 3 {
+		t.Errorf("retried: %d, %v after %d attempts: want 42 at the third", v, err, calls.Load())
 	}
 }

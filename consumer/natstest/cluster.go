@@ -26,9 +26,20 @@ type Cluster struct {
 // every node is shut down when the test ends.
 func RunCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
-	ports := freePorts(t, n)
+	c := StartCluster(t, n)
+	c.WaitReady()
+	return c
+}
+
+// StartCluster starts an n-node JetStream cluster and returns at once, as
+// a deployment that starts its workers together with its NATS nodes does:
+// the nodes may not accept connections yet, and no meta leader is elected.
+// Every node is shut down when the test ends.
+func StartCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
+	ports := freePorts(t, 2*n) // routes, then clients: known before a node listens
 	routes := make([]string, n)
-	for i, p := range ports {
+	for i, p := range ports[:n] {
 		routes[i] = fmt.Sprintf("nats-route://127.0.0.1:%d", p)
 	}
 	c := &Cluster{t: t, Servers: make([]*server.Server, n), once: make([]sync.Once, n)}
@@ -36,7 +47,7 @@ func RunCluster(t testing.TB, n int) *Cluster {
 		opts := &server.Options{
 			ServerName:            fmt.Sprintf("S-%d", i+1),
 			Host:                  "127.0.0.1",
-			Port:                  -1,
+			Port:                  ports[n+i],
 			MaxControlLine:        4096,
 			DisableShortFirstPing: true,
 			NoLog:                 true,
@@ -60,6 +71,14 @@ func RunCluster(t testing.TB, n int) *Cluster {
 		c.Servers[i] = s
 		t.Cleanup(func() { c.Shutdown(i) })
 	}
+	return c
+}
+
+// WaitReady waits until every node accepts connections, a meta leader sees
+// every peer and every node is current.
+func (c *Cluster) WaitReady() {
+	t, n := c.t, len(c.Servers)
+	t.Helper()
 	for i, s := range c.Servers {
 		if !s.ReadyForConnections(10 * time.Second) {
 			t.Fatalf("cluster node %d not ready for connections", i+1)
@@ -82,7 +101,6 @@ func RunCluster(t testing.TB, n int) *Cluster {
 		}
 		return true
 	})
-	return c
 }
 
 // URL is the client URL of node i.
