@@ -79,8 +79,12 @@ func (c *connFlags) connectHint(err error) string {
 	case errors.Is(err, nats.ErrTLS):
 		return "TLS: the server refused this client's certificate: check that --tls-cert and --tls-key (TOOLSENTRY_TLS_CERT, TOOLSENTRY_TLS_KEY) hold a certificate its CA signed"
 	}
-	return "is `toolsentry serve` running? set --nats-url"
+	return hintNotRunning
 }
+
+// hintNotRunning is connectHint's answer to an error that is not a refusal:
+// no server answered.
+const hintNotRunning = "is `toolsentry serve` running? set --nats-url"
 
 // logAsyncErrors logs the errors the server reports after the connection
 // is up (a permission violation, a slow consumer) instead of dropping them:

@@ -2,9 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/toolsentry/toolsentry/consumer"
@@ -89,36 +94,101 @@ func (m *metrics) OnVerdict(guard, verdict string, duplicate bool) {
 	}
 }
 
-// registerPending exports the durable consumer's backlog, read from the
-// server when Prometheus scrapes.
-func registerPending(reg prometheus.Registerer, cons jetstream.Consumer) {
-	info := func() *jetstream.ConsumerInfo {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		i, err := cons.Info(ctx)
-		if err != nil {
-			return nil
-		}
-		return i
+// lagSource reads the lag of the service's partitions from the server for
+// /metrics and /readyz, at most once a second: the one source of
+// toolsentry_lag_events, toolsentry_consumer_pending and
+// toolsentry_consumer_ack_pending. Safe for concurrent use.
+type lagSource struct {
+	res atomic.Pointer[consumer.Resources] // set once the service is ready
+
+	mu   sync.Mutex
+	at   time.Time
+	lags []consumer.PartitionLag
+	err  error
+}
+
+// lagMaxAge is how long a lag read serves before it is read again.
+const lagMaxAge = time.Second
+
+func (l *lagSource) read(ctx context.Context) ([]consumer.PartitionLag, error) {
+	res := l.res.Load()
+	if res == nil {
+		return nil, errors.New("the service is not ready")
 	}
-	reg.MustRegister(
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "toolsentry_consumer_pending",
-			Help: "Telemetry events in the stream not yet delivered to the workers.",
-		}, func() float64 {
-			if i := info(); i != nil {
-				return float64(i.NumPending)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if time.Since(l.at) < lagMaxAge {
+		return l.lags, l.err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	l.lags, l.err = consumer.ReadLag(ctx, res)
+	l.at = time.Now()
+	return l.lags, l.err
+}
+
+// describe is the lag line of /readyz: "lag: 12 events (partition 0: 5,
+// partition 1: 7)".
+func (l *lagSource) describe(ctx context.Context) string {
+	lags, err := l.read(ctx)
+	if err != nil {
+		return "lag: unknown: " + err.Error()
+	}
+	var total uint64
+	parts := make([]string, len(lags))
+	for i, p := range lags {
+		total += p.Lag()
+		parts[i] = fmt.Sprintf("partition %d: %d", p.Partition, p.Lag())
+	}
+	return fmt.Sprintf("lag: %d events (%s)", total, strings.Join(parts, ", "))
+}
+
+// lagCollector exports lagSource's reads when Prometheus scrapes; -1 when
+// the server cannot be asked.
+type lagCollector struct {
+	src                      *lagSource
+	lag, pending, ackPending *prometheus.Desc
+}
+
+func registerLag(reg prometheus.Registerer, src *lagSource) {
+	reg.MustRegister(&lagCollector{
+		src: src,
+		lag: prometheus.NewDesc("toolsentry_lag_events",
+			"Telemetry events stored and not yet finished by the workers, by partition: not yet delivered plus delivered and not yet acknowledged. Every worker reports every partition; aggregate with max by (partition).",
+			[]string{"partition"}, nil),
+		pending: prometheus.NewDesc("toolsentry_consumer_pending",
+			"Telemetry events in the stream not yet delivered to the workers (all partitions).", nil, nil),
+		ackPending: prometheus.NewDesc("toolsentry_consumer_ack_pending",
+			"Telemetry events delivered to the workers and not yet acknowledged (all partitions).", nil, nil),
+	})
+}
+
+// Describe implements prometheus.Collector.
+func (c *lagCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.lag
+	ch <- c.pending
+	ch <- c.ackPending
+}
+
+// Collect implements prometheus.Collector.
+func (c *lagCollector) Collect(ch chan<- prometheus.Metric) {
+	lags, err := c.src.read(context.Background())
+	if err != nil {
+		ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, -1)
+		ch <- prometheus.MustNewConstMetric(c.ackPending, prometheus.GaugeValue, -1)
+		if res := c.src.res.Load(); res != nil {
+			for p := range res.Partitions {
+				ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, -1, strconv.Itoa(p))
 			}
-			return -1
-		}),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "toolsentry_consumer_ack_pending",
-			Help: "Telemetry events delivered to the workers and not yet acknowledged.",
-		}, func() float64 {
-			if i := info(); i != nil {
-				return float64(i.NumAckPending)
-			}
-			return -1
-		}),
-	)
+		}
+		return
+	}
+	var pending, ackPending uint64
+	for _, p := range lags {
+		pending += p.Pending
+		ackPending += p.AckPending
+		ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, float64(p.Lag()), strconv.Itoa(p.Partition))
+	}
+	ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(pending))
+	ch <- prometheus.MustNewConstMetric(c.ackPending, prometheus.GaugeValue, float64(ackPending))
 }

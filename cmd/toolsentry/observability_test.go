@@ -220,6 +220,7 @@ func TestServeMetrics(t *testing.T) {
 		"toolsentry_redeliveries_total":    {dto.MetricType_COUNTER, []string{"kind"}},
 		"toolsentry_consumer_pending":      {dto.MetricType_GAUGE, nil},
 		"toolsentry_consumer_ack_pending":  {dto.MetricType_GAUGE, nil},
+		"toolsentry_lag_events":            {dto.MetricType_GAUGE, []string{"partition"}},
 	}
 	for name, w := range want {
 		f := fams[name]
@@ -283,6 +284,7 @@ func TestServeMetrics(t *testing.T) {
 		{"toolsentry_redeliveries_total", map[string]string{"kind": "schema"}, 0},
 		{"toolsentry_consumer_pending", map[string]string{}, 0},
 		{"toolsentry_consumer_ack_pending", map[string]string{}, 0},
+		{"toolsentry_lag_events", map[string]string{"partition": "0"}, 0},
 	}
 	for _, c := range checks {
 		if got := value(c.name, c.labels); got != c.want {

@@ -71,6 +71,9 @@ when its --server-config requires authentication.
                           default "" = _INBOX); deploy/nats/accounts.conf gives workers
                           _INBOX_workers
   --prefix NAME           prefix of subjects, streams and buckets (TOOLSENTRY_PREFIX, default "toolsentry")
+  --nats-connect-timeout D  with --nats-url, how long a worker started before its NATS servers
+                          waits for them, trying every second and saying so in its log and
+                          /readyz; 0 exits at once (TOOLSENTRY_NATS_CONNECT_TIMEOUT, default 3m0s)
 
 Embedded server (ignored when --nats-url or TOOLSENTRY_NATS_URL is set, and serve logs so:
 a TOOLSENTRY_NATS_URL exported for the other commands points serve there too):
@@ -123,6 +126,7 @@ type serveFlags struct {
 	dataDir, listen, serverConfig, httpAddr   string
 	workers, replicas, maxDeliver             int
 	ackWait, telemetryMaxAge, shutdownTimeout time.Duration
+	connectTimeout                            time.Duration
 	logLevel, logFormat                       string
 	signingKey                                string
 	scale                                     *scaleFlags
@@ -176,6 +180,7 @@ func newServeFlagSet(f *serveFlags, errOut io.Writer) *flag.FlagSet {
 	fs.StringVar(&f.logLevel, "log-level", env("TOOLSENTRY_LOG_LEVEL", "info"), "")
 	fs.StringVar(&f.logFormat, "log-format", env("TOOLSENTRY_LOG_FORMAT", "auto"), "")
 	fs.StringVar(&f.signingKey, "signing-key", env(envSigningKey, ""), "")
+	fs.DurationVar(&f.connectTimeout, "nats-connect-timeout", envDuration("TOOLSENTRY_NATS_CONNECT_TIMEOUT", defaultConnectTimeout), "")
 	f.scale = addScaleFlags(fs)
 	return fs
 }
@@ -208,6 +213,7 @@ func serve(ctx context.Context, f serveFlags, io stdio) error {
 	}
 	var stopping atomic.Bool
 	var svc atomic.Pointer[consumer.Service]
+	var starting startupDetail
 	signer, err := loadServeSigner(ctx, f.signingKey)
 	if err != nil {
 		return err
@@ -254,7 +260,9 @@ func serve(ctx context.Context, f serveFlags, io stdio) error {
 		choice.log(log)
 		nc, _, err = f.conn.connect(ctx, "toolsentry serve", nats.MaxReconnects(-1), nats.ReconnectWait(time.Second), logAsyncErrors(log),
 			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn().Err(err).Msg("disconnected from NATS") }),
-			nats.ReconnectHandler(func(c *nats.Conn) { log.Info().Str("url", c.ConnectedUrlRedacted()).Msg("reconnected to NATS") }))
+			nats.ReconnectHandler(func(c *nats.Conn) { log.Info().Str("url", c.ConnectedUrlRedacted()).Msg("reconnected to NATS") }),
+			// Started before its servers, it waits for them (awaitNATS).
+			nats.RetryOnFailedConnect(f.connectTimeout > 0), nats.ReconnectErrHandler(starting.dialFailed))
 		if err != nil {
 			return choice.wrap(err)
 		}
@@ -268,7 +276,8 @@ func serve(ctx context.Context, f serveFlags, io stdio) error {
 	m := newMetrics(reg)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("/readyz", readyz(&stopping, &svc))
+	lag := &lagSource{}
+	mux.HandleFunc("/readyz", readyz(&stopping, &svc, &starting, lag))
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.Handle(otlpReceiver(ctx, nc, f.conn))
 	mux.Handle("/v1/guard", newGuardHandler(ctx, nc, f.conn.prefix))
@@ -293,6 +302,11 @@ func serve(ctx context.Context, f serveFlags, io stdio) error {
 		}()
 	}
 
+	if f.conn.urlGiven() {
+		if err := f.conn.awaitNATS(ctx, nc, f.connectTimeout, &starting); err != nil {
+			return err
+		}
+	}
 	so := consumer.ServiceOptions{
 		Config: consumer.Config{
 			Prefix:          f.conn.prefix,
@@ -310,7 +324,8 @@ func serve(ctx context.Context, f serveFlags, io stdio) error {
 		return err
 	}
 	svc.Store(s)
-	registerPending(reg, s.Resources.Consumer)
+	lag.res.Store(s.Resources)
+	registerLag(reg, lag)
 	log.Info().Str("nats", natsURL).Str("http", httpAddr).Msg("toolsentry ready")
 	if serveStarted != nil {
 		serveStarted(natsURL, httpAddr)
@@ -349,18 +364,20 @@ func maxAge(d time.Duration) time.Duration {
 	return d
 }
 
-// readyz answers 200 only while the service consumes, and 503 from the
-// moment shutdown begins.
-func readyz(stopping *atomic.Bool, svc *atomic.Pointer[consumer.Service]) http.HandlerFunc {
-	return func(w http.ResponseWriter, _ *http.Request) {
+// readyz answers 200 only while the service consumes, with the lag of its
+// partitions, and 503 from the moment shutdown begins; while serve starts,
+// 503 with what it waits for (NATS, then provisioning).
+func readyz(stopping *atomic.Bool, svc *atomic.Pointer[consumer.Service], starting *startupDetail, lag *lagSource) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
 		s := svc.Load()
 		switch {
 		case stopping.Load():
 			http.Error(w, "shutting down", http.StatusServiceUnavailable)
 		case s == nil || !s.Ready():
-			http.Error(w, "starting: streams, buckets and consumer not ready", http.StatusServiceUnavailable)
+			http.Error(w, "starting: "+starting.String(), http.StatusServiceUnavailable)
 		default:
 			fmt.Fprintln(w, "ready")
+			fmt.Fprintln(w, lag.describe(r.Context()))
 		}
 	}
 }

@@ -201,14 +201,20 @@ func consumerWait(t *testing.T, cond func() bool) {
 func TestReadyzTurnsOffAtShutdown(t *testing.T) {
 	var stopping atomic.Bool
 	var svc atomic.Pointer[consumer.Service]
-	h := readyz(&stopping, &svc)
-	code := func() int {
+	var starting startupDetail
+	h := readyz(&stopping, &svc, &starting, &lagSource{})
+	get := func() (int, string) {
 		rec := httptest.NewRecorder()
 		h(rec, httptest.NewRequest("GET", "/readyz", nil))
-		return rec.Code
+		return rec.Code, rec.Body.String()
 	}
-	if c := code(); c != 503 {
-		t.Errorf("before the service starts: %d, want 503", c)
+	code := func() int { c, _ := get(); return c }
+	if c, body := get(); c != 503 || !strings.Contains(body, "starting: streams, buckets and consumer not ready") {
+		t.Errorf("before the service starts: %d %q, want 503 and what it waits for", c, body)
+	}
+	starting.set("waiting for NATS at nats://x:4222")
+	if c, body := get(); c != 503 || !strings.Contains(body, "starting: waiting for NATS at nats://x:4222") {
+		t.Errorf("while waiting for NATS: %d %q, want 503 and what it waits for", c, body)
 	}
 	stopping.Store(true)
 	if c := code(); c != 503 {
