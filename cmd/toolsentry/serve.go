@@ -99,7 +99,9 @@ Processing:
                           empty publishes unsigned verdicts (TOOLSENTRY_SIGNING_KEY, default "")
 
 Operations:
-  --http HOST:PORT        serves /livez, /readyz, /metrics (Prometheus), POST /v1/traces
+  --http HOST:PORT        serves /livez, /readyz (503 with what it waits for while starting,
+                          200 with the lag per partition once ready; see toolsentry status),
+                          /metrics (Prometheus), POST /v1/traces
                           (OTLP/HTTP traces, protobuf or JSON: GenAI spans become telemetry)
                           and POST /v1/guard (an agent's payload, rewritten by the migration
                           in force, or 409 with the HALT: see toolsentry guard --help);
