@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -15,17 +14,6 @@ import (
 	"github.com/toolsentry/toolsentry/consumer"
 	"github.com/toolsentry/toolsentry/consumer/natstest"
 )
-
-// freePort reserves a loopback port and frees it for the test to use.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
 
 // A worker started before its NATS server waits for it, saying so in its
 // log and in /readyz, and becomes ready once the server is up.

@@ -306,6 +306,9 @@ func serve(ctx context.Context, f serveFlags, io stdio) error {
 
 	if f.conn.urlGiven() {
 		if err := f.conn.awaitNATS(ctx, nc, f.connectTimeout, &starting); err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped while waiting: a requested stop
+			}
 			return err
 		}
 	}
