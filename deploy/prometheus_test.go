@@ -60,7 +60,7 @@ func TestAlertRulesCoverTheIssue(t *testing.T) {
 		"ToolsentryDriftOnUsedFields":   `verdict="drift_on_used_fields"`,
 		"ToolsentryCompositionDegraded": `verdict="composition_degraded"`,
 		"ToolsentryDeadLettersGrowing":  "toolsentry_dead_letters_total",
-		"ToolsentryLagging":             "toolsentry_consumer_pending",
+		"ToolsentryLagging":             "toolsentry_lag_events",
 		"ToolsentryWorkerDown":          `up{job="toolsentry"} == 0`,
 	} {
 		if !strings.Contains(exprs[alert], needle) {
