@@ -110,6 +110,7 @@ Operations:
   --log-format FORMAT     json, console, or auto: console on a terminal, else JSON
                           (TOOLSENTRY_LOG_FORMAT, default "auto")
 
+` + notifyServeUsage + `
 Examples:
   toolsentry serve
   TOOLSENTRY_LOG_LEVEL=debug toolsentry serve --config /etc/toolsentry/serve.yaml --replicas 3
@@ -132,6 +133,7 @@ type serveFlags struct {
 	logLevel, logFormat                       string
 	signingKey                                string
 	scale                                     *scaleFlags
+	notify                                    *notifyFlags
 }
 
 // serveStarted, when set (by tests), is called once the service is ready
@@ -151,6 +153,9 @@ func runServe(ctx context.Context, args []string, io stdio) error {
 		return err
 	}
 	if err := f.scale.check(); err != nil {
+		return err
+	}
+	if err := f.notify.check(f.conn.prefix); err != nil {
 		return err
 	}
 	log, err := newLogger(io.err, f.logLevel, f.logFormat)
@@ -184,6 +189,7 @@ func newServeFlagSet(f *serveFlags, errOut io.Writer) *flag.FlagSet {
 	fs.StringVar(&f.signingKey, "signing-key", env(envSigningKey, ""), "")
 	fs.DurationVar(&f.connectTimeout, "nats-connect-timeout", envDuration("TOOLSENTRY_NATS_CONNECT_TIMEOUT", defaultConnectTimeout), "")
 	f.scale = addScaleFlags(fs)
+	f.notify = addServeNotifyFlags(fs)
 	return fs
 }
 
@@ -331,6 +337,12 @@ func serve(ctx context.Context, f serveFlags, io stdio) error {
 	svc.Store(s)
 	lag.res.Store(s.Resources)
 	registerLag(reg, lag)
+	notifyDone, err := startServeNotify(ctx, nc, f.notify, f.conn.prefix, reg)
+	if err != nil {
+		_ = s.Close()
+		return err
+	}
+	defer notifyDone()
 	log.Info().Str("nats", natsURL).Str("http", httpAddr).Msg("toolsentry ready")
 	if serveStarted != nil {
 		serveStarted(natsURL, httpAddr)
