@@ -92,8 +92,11 @@ func TestDeployAccountsPermissions(t *testing.T) {
 
 	// A partitioned worker, as deploy/ runs them: its partition consumers
 	// and members bucket are within the worker's permissions too.
+	// It notifies a webhook too (its durable toolsentry-notify).
+	workerHook := newHookReceiver(t, 0)
 	w := startServeArgs(t, "--nats-url", url, "--nats-user", "worker", "--nats-password", pw["worker"],
-		"--nats-inbox-prefix", "_INBOX_workers", "--http", "127.0.0.1:0", "--log-format", "json", "--partitions", "2")
+		"--nats-inbox-prefix", "_INBOX_workers", "--http", "127.0.0.1:0", "--log-format", "json", "--partitions", "2",
+		"--notify-webhook", workerHook.srv.URL)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -215,6 +218,29 @@ func TestDeployAccountsPermissions(t *testing.T) {
 	if code != 0 || !strings.Contains(strings.ToLower(out), "drift_on_used_fields") || !strings.Contains(out, "crm.lookup") {
 		t.Fatalf("watch as subscriber: exit %d\nstdout: %s\nstderr: %s\nserve: %s", code, out, errOut, w.logs)
 	}
+
+	// The subscriber runs `toolsentry notify` on a durable of its own; the
+	// worker's notifier sent the same verdict.
+	t.Run("subscriber and worker notify", func(t *testing.T) {
+		hook := newHookReceiver(t, 1)
+		nctx, ncancel := context.WithCancel(ctx)
+		done := make(chan cmdResult, 1)
+		go func() {
+			out, errOut, code := runCtx(nctx, "", "notify", "--all", "--webhook", hook.srv.URL, "--retry-wait", "20ms", "--log-format", "json",
+				"--nats-url", url, "--nats-user", "subscriber", "--nats-password", pw["subscriber"], "--nats-inbox-prefix", "_INBOX_subscribers")
+			done <- cmdResult{out, errOut, code}
+		}()
+		delivered := func(h *hookReceiver) func() bool {
+			return func() bool { _, accepted, _, _ := h.snapshot(); return len(accepted) > 0 }
+		}
+		natstest.Eventually(t, 20*time.Second, "the drift at the subscriber's webhook", delivered(hook))
+		ncancel()
+		r := <-done
+		if r.code != 0 || strings.Contains(r.errOut, "Permissions Violation") || strings.Contains(r.errOut, "permissions violation") {
+			t.Errorf("notify as subscriber: exit %d\n%s", r.code, r.errOut)
+		}
+		natstest.Eventually(t, 20*time.Second, "the drift at the worker's webhook", delivered(workerHook))
+	})
 
 	subNC, sub, subErrs := connectAs(t, url, "subscriber", pw["subscriber"], nats.CustomInboxPrefix("_INBOX_subscribers"))
 	t.Run("subscriber watches directives", func(t *testing.T) {
