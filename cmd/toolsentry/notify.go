@@ -52,7 +52,7 @@ argument's value.
 
 Formats (--format):
   json          the verdict's data with idempotency_key, id, type, subject
-                (the NATS subject), time, action and reason
+                (the NATS subject), time, action and summary
   slack         a Slack incoming-webhook message: {"text": ..., "blocks": [...]}
   alertmanager  Alertmanager v2 alerts (point --webhook at
                 http://alertmanager:9093/api/v2/alerts): a JSON array of one
@@ -60,8 +60,9 @@ Formats (--format):
                 verdict, action (PROCEED, MIGRATE, HALT), severity (critical
                 for HALT, warning for MIGRATE, info), and tool, tool_id,
                 server, agent (schema verdicts) or composition; annotations
-                summary, description (the directive), reason, affected,
-                idempotency_key, manifest_digest; startsAt the verdict's time
+                title, summary (the verdict's), description (the directive),
+                affected, idempotency_key, manifest_digest; startsAt the
+                verdict's time
 
 Which verdicts (--filter): by default the verdicts whose action is not
 PROCEED, the ones someone must act on:

@@ -25,17 +25,25 @@ const (
 
 var notifyFormats = []string{formatJSON, formatSlack, formatAlertmanager}
 
-// verdictAction is the action (PROCEED, MIGRATE, HALT) of a verdict and the
-// reason for it, derived as the directives projector derives it
-// (events.DirectiveOf). Every format takes the action from here, so that
-// reading a field the verdict carries itself is a change of this one
-// function.
+// verdictAction is the action (PROCEED, MIGRATE, HALT) of a verdict and
+// its one-line summary: the ones the verdict carries, or for a verdict
+// written before verdicts carried them, the ones Describe derives (the
+// mapping of the directives in force). Every format takes them from here.
 func verdictAction(ev events.Event) (guards.Action, string, error) {
-	d, err := events.DirectiveOf(ev, 0)
-	if err != nil {
-		return "", "", err
+	switch {
+	case ev.SchemaVerdict != nil:
+		if v := ev.SchemaVerdict; v.Action != "" {
+			return v.Action, v.Summary, nil
+		}
+		return ev.SchemaVerdict.Describe()
+	case ev.CompositionVerdict != nil:
+		if v := ev.CompositionVerdict; v.Action != "" {
+			return v.Action, v.Summary, nil
+		}
+		a, s := ev.CompositionVerdict.Describe()
+		return a, s, nil
 	}
-	return d.Action, d.Reason, nil
+	return "", "", fmt.Errorf("%w: a %s event is not a verdict", events.ErrBadEvent, ev.Kind)
 }
 
 // notice is what every format says about one verdict.
@@ -47,7 +55,7 @@ type notice struct {
 	guard    string    // schema or composition
 	verdict  string
 	action   guards.Action
-	reason   string
+	summary  string // the verdict's one-line summary
 	toolID   string // schema verdicts: the qualified tool id
 	server   string // its server part ("" for a bare id)
 	tool     string // its tool name
@@ -61,18 +69,18 @@ type notice struct {
 
 // newNotice reads a decoded verdict.
 func newNotice(ev events.Event, subject string) (notice, error) {
-	action, reason, err := verdictAction(ev)
+	action, summary, err := verdictAction(ev)
 	if err != nil {
 		return notice{}, err
 	}
-	n := notice{id: ev.ID, subject: subject, typ: ev.Type, time: ev.Time, action: action, reason: reason}
+	n := notice{id: ev.ID, subject: subject, typ: ev.Type, time: ev.Time, action: action, summary: summary}
 	switch {
 	case ev.SchemaVerdict != nil:
 		v := ev.SchemaVerdict
 		n.guard, n.verdict, n.toolID, n.agent, n.text, n.digest, n.data = "schema", string(v.Verdict), v.ToolID, v.AgentID, v.Directive, v.ManifestDigest, v
 		n.server, n.tool = events.SplitToolID(v.ToolID)
 		if len(v.Affected) > 0 {
-			_ = json.Unmarshal(v.Affected, &n.affected) // DirectiveOf decoded it already
+			_ = json.Unmarshal(v.Affected, &n.affected) // verdictAction decoded it already
 		}
 	case ev.CompositionVerdict != nil:
 		v := ev.CompositionVerdict
@@ -94,9 +102,9 @@ func (n notice) about() string {
 	return s
 }
 
-// summary is the one line of a notice: "HALT: DRIFT_ON_USED_FIELDS on
+// headline is the title of a notice: "HALT: DRIFT_ON_USED_FIELDS on
 // crm/lookup for agent billing-7".
-func (n notice) summary() string {
+func (n notice) headline() string {
 	return string(n.action) + ": " + n.verdict + " on " + n.about()
 }
 
@@ -152,9 +160,9 @@ func alertmanagerAlerts(n notice) []amAlert {
 		}
 	}
 	ann := map[string]string{
-		"summary":         n.summary(),
+		"title":           n.headline(),
+		"summary":         n.summary,
 		"description":     n.text,
-		"reason":          n.reason,
 		"idempotency_key": n.id,
 		"manifest_digest": n.digest,
 	}
@@ -220,16 +228,15 @@ func slackMessage(n notice) slackBody {
 	field("Agent", n.agent)
 	field("Composition", n.comp)
 	field("Affected", strings.Join(n.affected, ", "))
-	field("Why", n.reason)
 	ctx := "toolsentry " + n.guard + " verdict · idempotency key " + n.id
 	if !n.time.IsZero() {
 		ctx += " · " + n.time.UTC().Format(time.RFC3339)
 	}
 	return slackBody{
-		Text: n.summary(),
+		Text: n.headline(),
 		Blocks: []slackBlock{
 			{Type: "header", Text: &slackText{"plain_text", clip(string(n.action)+" · "+n.verdict, slackHeaderMax)}},
-			{Type: "section", Text: &slackText{"mrkdwn", clip("*"+slackEscape(n.about())+"*\n"+slackEscape(n.text), slackSectionMax)}},
+			{Type: "section", Text: &slackText{"mrkdwn", clip("*"+slackEscape(n.about())+"*: "+slackEscape(n.summary)+"\n"+slackEscape(n.text), slackSectionMax)}},
 			{Type: "section", Fields: fields},
 			{Type: "context", Elements: []slackText{{"mrkdwn", slackEscape(ctx)}}},
 		},
@@ -256,7 +263,7 @@ func clip(s string, max int) string {
 func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
 // jsonBody is the plain JSON format: the verdict's data, with its id (also
-// as idempotency_key), subject, type, time and action.
+// as idempotency_key), subject, type, time, action and summary.
 type jsonBody struct {
 	IdempotencyKey string        `json:"idempotency_key"`
 	ID             string        `json:"id"`
@@ -264,12 +271,12 @@ type jsonBody struct {
 	Subject        string        `json:"subject"`
 	Time           string        `json:"time,omitempty"`
 	Action         guards.Action `json:"action"`
-	Reason         string        `json:"reason"`
+	Summary        string        `json:"summary"`
 	Data           any           `json:"data"`
 }
 
 func jsonNotice(n notice) jsonBody {
-	b := jsonBody{IdempotencyKey: n.id, ID: n.id, Type: n.typ, Subject: n.subject, Action: n.action, Reason: n.reason, Data: n.data}
+	b := jsonBody{IdempotencyKey: n.id, ID: n.id, Type: n.typ, Subject: n.subject, Action: n.action, Summary: n.summary, Data: n.data}
 	if !n.time.IsZero() {
 		b.Time = n.time.UTC().Format(time.RFC3339Nano)
 	}

@@ -394,9 +394,9 @@ func TestNotifyFormats(t *testing.T) {
 				"tool": "get_issue", "tool_id": "github/get_issue", "server": "github", "agent": "billing-7",
 			},
 			"annotations": {
-				"summary":         "MIGRATE: DRIFT_ON_USED_FIELDS on github/get_issue for agent billing-7",
+				"title":           "MIGRATE: DRIFT_ON_USED_FIELDS on github/get_issue for agent billing-7",
+				"summary":         "billing-7 must send userId instead of user_id; migration available",
 				"description":     "HALT: Drift on used fields ['user_id']. Apply migration.",
-				"reason":          "the migration addresses every affected field",
 				"affected":        "user_id",
 				"idempotency_key": drift.ID,
 				"manifest_digest": strings.Repeat("ab", 32),
@@ -459,14 +459,14 @@ func TestNotifyFormats(t *testing.T) {
 		if h := got.Blocks[0].Text; h.Type != "plain_text" || h.Text != "MIGRATE · DRIFT_ON_USED_FIELDS" {
 			t.Errorf("header %+v", h)
 		}
-		if s := got.Blocks[1].Text; s.Type != "mrkdwn" || !strings.Contains(s.Text, "Apply migration.") {
+		if s := got.Blocks[1].Text; s.Type != "mrkdwn" || !strings.Contains(s.Text, "must send userId instead of user_id") || !strings.Contains(s.Text, "Apply migration.") {
 			t.Errorf("section %+v", s)
 		}
 		var fields []string
 		for _, f := range got.Blocks[2].Fields {
 			fields = append(fields, f.Text)
 		}
-		wantFields := []string{"*Action*\nMIGRATE", "*Verdict*\nDRIFT_ON_USED_FIELDS", "*Tool*\nget_issue", "*Server*\ngithub", "*Agent*\nbilling-7", "*Affected*\nuser_id", "*Why*\nthe migration addresses every affected field"}
+		wantFields := []string{"*Action*\nMIGRATE", "*Verdict*\nDRIFT_ON_USED_FIELDS", "*Tool*\nget_issue", "*Server*\ngithub", "*Agent*\nbilling-7", "*Affected*\nuser_id"}
 		if diff := cmp.Diff(wantFields, fields); diff != "" {
 			t.Errorf("fields (-want +got):\n%s", diff)
 		}
@@ -492,7 +492,7 @@ func TestNotifyFormats(t *testing.T) {
 		want := map[string]any{
 			"idempotency_key": degraded.ID, "id": degraded.ID, "type": events.TypeCompositionVerdict,
 			"subject": degraded.Subject, "time": "2026-11-29T10:00:00Z", "action": "HALT",
-			"reason": "COMPOSITION_DEGRADED says HALT",
+			"summary": "workflow checkout must not run: composed quality 77.38% < requirement 90.00%",
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("envelope (-want +got):\n%s", diff)
@@ -507,6 +507,28 @@ func TestNotifyFormats(t *testing.T) {
 			t.Errorf("data is not the verdict's data (-stream +sent):\n%s", diff)
 		}
 	})
+}
+
+// TestNotifyTakesTheVerdictsAction: a verdict that carries its action and
+// summary is notified with them; one written before verdicts carried them
+// gets them derived (TestNotifyFormats).
+func TestNotifyTakesTheVerdictsAction(t *testing.T) {
+	v := events.SchemaVerdict{
+		Verdict: guards.DriftOnUsedFields, Directive: "HALT: Drift on used fields ['user_id']. Apply migration.",
+		Action: guards.ActionHalt, Summary: "billing-7 must stop: user_id was removed",
+		ManifestDigest: strings.Repeat("ab", 32), ToolID: "crm.lookup", AgentID: "billing-7", Version: "2",
+		BaselineFingerprint: "sha256:" + strings.Repeat("a", 64), CurrentFingerprint: "sha256:" + strings.Repeat("b", 64),
+		Changes: json.RawMessage(`[]`), Affected: json.RawMessage(`["user_id"]`), Migration: json.RawMessage(`{"steps":[],"blocked":[]}`),
+		GuardVersion: "test", InputEventID: "e1", InputSubject: "toolsentry.telemetry.schema.x", InputSequence: 1,
+	}
+	m, err := events.Names{}.NewSchemaVerdict(v, verdictTime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := decodeNotice(t, m)
+	if n.action != guards.ActionHalt || n.summary != v.Summary {
+		t.Errorf("action %s, summary %q: want the verdict's", n.action, n.summary)
+	}
 }
 
 func TestNotifyHelp(t *testing.T) {
