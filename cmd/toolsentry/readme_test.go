@@ -68,7 +68,9 @@ func readmeShellBlocks(t *testing.T, path string) []readmeBlock {
 //   - nats: with the NATS CLI installed, as it is (nats sub bounded to 3s);
 //     without it, nats pub --jetstream publishes the same event with
 //     toolsentry emit and other nats commands are skipped;
-//   - mcp-proxy of an npx server is skipped when npx is absent.
+//   - mcp-proxy of an npx server is skipped when npx is absent;
+//   - notify is skipped: it runs until interrupted, and the examples'
+//     webhooks (Slack, an Alertmanager host) are not the test's.
 //
 // Every skip is logged on standard error as "readme-test: SKIP ...".
 const readmePrelude = `set -e -o pipefail
@@ -114,6 +116,7 @@ toolsentry() {
   __wait_ready
   case "$1" in
     watch) case " $* " in *" --timeout"*|*" --count"*) ;; *) set -- "$@" --timeout 3s; __log "toolsentry watch: bounded with --timeout 3s";; esac;;
+    notify) __log "SKIP toolsentry $* (it runs until interrupted, posting to the example's webhook)"; return 0;;
     mcp-proxy) case " $* " in *" npx "*) if ! type -P npx > /dev/null; then __log "SKIP (npx is not installed): toolsentry $*"; cat > /dev/null; return 0; fi;; esac;;
   esac
   command toolsentry "$@"
