@@ -617,7 +617,8 @@ func (n *notifier) handle(ctx context.Context, msg jetstream.Msg) {
 	}
 	a := n.post(ctx, ev.ID, body)
 	if ctx.Err() != nil && !a.ok() {
-		return // stopping: the server redelivers it after the ack wait
+		_ = msg.Nak() // stopping: the next notify on the durable sends it
+		return
 	}
 	n.settle(ctx, msg, md, ev.ID, a)
 }
@@ -634,7 +635,10 @@ func (n *notifier) settle(ctx context.Context, msg jetstream.Msg, md *jetstream.
 	}
 	switch {
 	case a.ok():
-		if err := msg.DoubleAck(ctx); err != nil {
+		// Acked even while stopping: the webhook has it.
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := msg.DoubleAck(actx); err != nil {
 			log.Warn().Err(err).Str("verdict_id", id).Msg("notify: delivered, but the ack failed: it will be sent again")
 		}
 		n.stats.delivered.Add(1)

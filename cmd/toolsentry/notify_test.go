@@ -44,6 +44,13 @@ func newHookReceiver(t *testing.T, refuseFirst int) *hookReceiver {
 	return r
 }
 
+// answer makes the receiver answer key with status, always.
+func (r *hookReceiver) answer(key string, status int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.status[key] = status
+}
+
 func (r *hookReceiver) serve(w http.ResponseWriter, req *http.Request) {
 	body, _ := io.ReadAll(req.Body)
 	key := req.Header.Get("Idempotency-Key")
@@ -294,8 +301,8 @@ func TestNotifyRejectedAndGivenUpAreNotRetriedForever(t *testing.T) {
 	bad := schemaVerdict(t, names, guards.DriftOnUsedFields, "crm/lookup", "a1", "e1")
 	down := schemaVerdict(t, names, guards.DriftOnUsedFields, "crm/lookup", "a2", "e2")
 	good := schemaVerdict(t, names, guards.DriftOnUsedFields, "crm/lookup", "a3", "e3")
-	hook.status[bad.ID] = http.StatusBadRequest
-	hook.status[down.ID] = http.StatusBadGateway
+	hook.answer(bad.ID, http.StatusBadRequest)
+	hook.answer(down.ID, http.StatusBadGateway)
 	stop := startNotify(t, srv, append([]string{"--webhook", hook.srv.URL, "--max-deliver", "3", "--filter", "toolsentry.verdicts.>"}, fastRetries...)...)
 	for _, m := range []events.Message{bad, down, good} {
 		publishMsg(t, ctx, srv.js, m)
@@ -578,6 +585,14 @@ func TestNotifyUsageErrors(t *testing.T) {
 	_, errOut, code := runCmd(t, "", "serve", "--notify-webhook", "localhost:9093")
 	if code != 2 || !strings.Contains(errOut, "--notify-webhook") {
 		t.Errorf("serve --notify-webhook localhost:9093: exit %d, %q", code, errOut)
+	}
+}
+
+func TestNotifyWithoutTheVerdictStream(t *testing.T) {
+	_, url := natstest.RunServer(t)
+	_, errOut, code := runCtx(testCtx(t, cmdTimeout), "", "notify", "--nats-url", url, "--webhook", "http://127.0.0.1:1/x")
+	if code != 1 || !strings.Contains(errOut, "stream TOOLSENTRY_VERDICTS does not exist") || !strings.Contains(errOut, "toolsentry serve") {
+		t.Errorf("exit %d, stderr %q: want 1 and the advice to run serve", code, errOut)
 	}
 }
 
