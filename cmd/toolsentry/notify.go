@@ -511,7 +511,7 @@ func (n *notifier) consumer(ctx context.Context, js jetstream.JetStream) (jetstr
 		info := old.CachedInfo()
 		cfg.DeliverPolicy, cfg.OptStartSeq, cfg.OptStartTime = info.Config.DeliverPolicy, info.Config.OptStartSeq, info.Config.OptStartTime
 	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return nil, err
+		return nil, fmt.Errorf("durable consumer %s on %s: %w", n.cfg.durable, stream, err)
 	}
 	if len(cfg.FilterSubjects) == 1 {
 		cfg.FilterSubject, cfg.FilterSubjects = cfg.FilterSubjects[0], nil
