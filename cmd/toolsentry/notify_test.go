@@ -304,6 +304,10 @@ func TestNotifyRejectedAndGivenUpAreNotRetriedForever(t *testing.T) {
 	hook.answer(bad.ID, http.StatusBadRequest)
 	hook.answer(down.ID, http.StatusBadGateway)
 	stop := startNotify(t, srv, append([]string{"--webhook", hook.srv.URL, "--max-deliver", "3", "--filter", "toolsentry.verdicts.>"}, fastRetries...)...)
+	// Not a verdict: reported and skipped, never posted.
+	if _, err := srv.js.Publish(ctx, "toolsentry.verdicts.schema.drift_on_used_fields.x", []byte(`{"not":"a verdict"}`)); err != nil {
+		t.Fatal(err)
+	}
 	for _, m := range []events.Message{bad, down, good} {
 		publishMsg(t, ctx, srv.js, m)
 	}
@@ -317,13 +321,16 @@ func TestNotifyRejectedAndGivenUpAreNotRetriedForever(t *testing.T) {
 	if len(problems) > 0 {
 		t.Errorf("the receiver saw: %v", problems)
 	}
+	if len(attempts) != 3 {
+		t.Errorf("posted %d keys, want the 3 verdicts: %v", len(attempts), attempts)
+	}
 	if attempts[bad.ID] != 1 {
 		t.Errorf("a 400 was tried %d times, want 1", attempts[bad.ID])
 	}
 	if attempts[down.ID] != 3 {
 		t.Errorf("a 502 was tried %d times, want --max-deliver 3", attempts[down.ID])
 	}
-	for _, want := range []string{"the webhook refused the verdict; not retried", "giving up on the verdict after the last attempt", bad.ID, down.ID, `"rejected":1`, `"given_up":1`, `"delivered":1`} {
+	for _, want := range []string{"the webhook refused the verdict; not retried", "giving up on the verdict after the last attempt", bad.ID, down.ID, `"rejected":1`, `"given_up":1`, `"delivered":1`, "not a verdict, skipped", `"skipped":1`} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("logs do not say %q:\n%s", want, logs)
 		}
