@@ -467,6 +467,45 @@ type cePeek struct {
 	DataBase64 string          `json:"data_base64"`
 }
 
+// dataBytes is the event's data: data, or data_base64 decoded.
+func (h cePeek) dataBytes() []byte {
+	data := []byte(h.Data)
+	if len(data) == 0 && h.DataBase64 != "" {
+		data, _ = base64.StdEncoding.DecodeString(h.DataBase64)
+	}
+	return data
+}
+
+// telemetrySubjectOf is the subject a telemetry event of CloudEvents type
+// typ with data belongs on: its kind's, keyed by the tool, the server of a
+// tools/list observation or the composition its data names. Decode then
+// checks everything, the subject included: an unknown type (or one that
+// is not telemetry) gets the invocation kind and data without a usable key
+// a stand-in key, so that Decode's error names the type, or the missing or
+// invalid field. emit and POST /v1/events both publish on it.
+func telemetrySubjectOf(names events.Names, typ string, data []byte) string {
+	kind := events.KindOfType(typ)
+	var d dataPeek
+	_ = json.Unmarshal(data, &d)
+	key := d.ToolID
+	switch kind {
+	case events.KindSchemaObserved:
+		if len(d.Tools) > 0 && string(d.Tools) != "null" {
+			key = d.Server
+		}
+	case events.KindWorkflow, events.KindWorkflowObserved:
+		key = d.CompositionID
+	}
+	if kind.Class() != events.ClassTelemetry {
+		kind = events.KindInvocation // Decode reports the type
+	}
+	subject, err := names.Telemetry(kind, key)
+	if err != nil {
+		subject, _ = names.Telemetry(kind, "-")
+	}
+	return subject
+}
+
 type dataPeek struct {
 	ToolID        string          `json:"tool_id"`
 	Server        string          `json:"server"`
@@ -483,30 +522,7 @@ func (r *emitReader) cloudEvent(raw json.RawMessage) (events.Message, error) {
 	if kind.Class() == events.ClassVerdicts {
 		return events.Message{}, fmt.Errorf("type %q is a verdict, not telemetry: emit publishes telemetry only", head.Type)
 	}
-	data := []byte(head.Data)
-	if len(data) == 0 && head.DataBase64 != "" {
-		data, _ = base64.StdEncoding.DecodeString(head.DataBase64)
-	}
-	var d dataPeek
-	_ = json.Unmarshal(data, &d)
-	key := d.ToolID
-	switch kind {
-	case events.KindSchemaObserved:
-		if len(d.Tools) > 0 && string(d.Tools) != "null" {
-			key = d.Server
-		}
-	case events.KindWorkflow, events.KindWorkflowObserved:
-		key = d.CompositionID
-	case events.KindUnknown:
-		kind = events.KindInvocation // Decode reports the unknown type
-	}
-	subject, err := r.names.Telemetry(kind, key)
-	if err != nil {
-		// No usable key: decode on a stand-in subject, so that the
-		// error names the missing or invalid field.
-		subject, _ = r.names.Telemetry(kind, "-")
-	}
-	ev, err := r.names.Decode(subject, nil, raw)
+	ev, err := r.names.Decode(telemetrySubjectOf(r.names, head.Type, head.dataBytes()), nil, raw)
 	if err != nil {
 		return events.Message{}, err
 	}

@@ -104,9 +104,14 @@ Operations:
                           /metrics (Prometheus), POST /v1/traces
                           (OTLP/HTTP traces, protobuf or JSON: GenAI spans become telemetry)
                           and POST /v1/guard (an agent's payload, rewritten by the migration
-                          in force, or 409 with the HALT: see toolsentry guard --help);
-                          --http "" disables it (TOOLSENTRY_HTTP, default "127.0.0.1:9700")
-  --log-level LEVEL       debug, info, warn or error (TOOLSENTRY_LOG_LEVEL, default "info")
+                          in force, or 409 with the HALT: see toolsentry guard --help), and
+                          the HTTP API: GET /v1/tools, /v1/tools/{id}, /v1/verdicts,
+                          /v1/compositions/{id}, POST /v1/guard/composition, POST /v1/events
+                          (CloudEvents over HTTP), GET /v1/openapi.json (see the README's
+                          "HTTP API"); --http "" disables it. A non-loopback address needs
+                          --http-token or client certificates, or --http-insecure
+                          (TOOLSENTRY_HTTP, default "127.0.0.1:9700")
+` + httpAuthUsage + `  --log-level LEVEL       debug, info, warn or error (TOOLSENTRY_LOG_LEVEL, default "info")
   --log-format FORMAT     json, console, or auto: console on a terminal, else JSON
                           (TOOLSENTRY_LOG_FORMAT, default "auto")
 
@@ -134,6 +139,7 @@ type serveFlags struct {
 	signingKey                                string
 	scale                                     *scaleFlags
 	notify                                    *notifyFlags
+	httpAuth                                  *httpAuthFlags
 }
 
 // serveStarted, when set (by tests), is called once the service is ready
@@ -156,6 +162,9 @@ func runServe(ctx context.Context, args []string, io stdio) error {
 		return err
 	}
 	if err := f.notify.check(f.conn.prefix); err != nil {
+		return err
+	}
+	if _, err := f.httpAuth.load(f.httpAddr); err != nil {
 		return err
 	}
 	log, err := newLogger(io.err, f.logLevel, f.logFormat)
@@ -190,6 +199,7 @@ func newServeFlagSet(f *serveFlags, errOut io.Writer) *flag.FlagSet {
 	fs.DurationVar(&f.connectTimeout, "nats-connect-timeout", envDuration("TOOLSENTRY_NATS_CONNECT_TIMEOUT", defaultConnectTimeout), "")
 	f.scale = addScaleFlags(fs)
 	f.notify = addServeNotifyFlags(fs)
+	f.httpAuth = addHTTPAuthFlags(fs)
 	return fs
 }
 
@@ -288,7 +298,15 @@ func serve(ctx context.Context, f serveFlags, io stdio) error {
 	mux.HandleFunc("/readyz", readyz(&stopping, &svc, &starting, lag))
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.Handle(otlpReceiver(ctx, nc, f.conn))
-	mux.Handle("/v1/guard", newGuardHandler(ctx, nc, f.conn.prefix))
+	guard := newGuardHandler(ctx, nc, f.conn.prefix)
+	mux.Handle("/v1/guard", guard)
+	if err := mountAPI(mux, nc, f.conn.prefix, guard); err != nil {
+		return err
+	}
+	auth, err := f.httpAuth.load(f.httpAddr)
+	if err != nil {
+		return err
+	}
 	httpAddr := ""
 	var httpSrv *http.Server
 	if f.httpAddr != "" {
@@ -297,9 +315,9 @@ func serve(ctx context.Context, f serveFlags, io stdio) error {
 			return fmt.Errorf("--http %s: %w", f.httpAddr, err)
 		}
 		httpAddr = ln.Addr().String()
-		httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		httpSrv = &http.Server{Handler: auth.wrap(mux), ReadHeaderTimeout: 5 * time.Second}
 		go func() {
-			if err := httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := httpSrv.Serve(auth.listener(ln)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error().Err(err).Msg("http server stopped")
 			}
 		}()
