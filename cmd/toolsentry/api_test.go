@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -482,4 +483,77 @@ func TestServeRefusesInsecureHTTP(t *testing.T) {
 	}
 	c := newAPIClient(t, "127.0.0.1:"+port)
 	c.getJSON("/v1/tools", http.StatusOK, "ToolList", nil)
+}
+
+// TestAPIVerdictPaging pages through more verdicts than one scan window
+// holds, both ways, among verdicts of another key: every verdict of the
+// tool once, in order.
+func TestAPIVerdictPaging(t *testing.T) {
+	srv := startProvisioned(t, "toolsentry")
+	chains := newVerdictChains(t, "")
+	var msgs []events.Message
+	const tools = 700
+	for i := range tools {
+		msgs = append(msgs, chains.schema("t1"))
+		if i%10 == 0 {
+			msgs = append(msgs, chains.composition("c1"))
+		}
+	}
+	publishVerdicts(t, srv.js, msgs...)
+	nc, err := nats.Connect(srv.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	mux := http.NewServeMux()
+	if err := mountAPI(mux, nc, "toolsentry", newGuardHandler(ctx, nc, "toolsentry")); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(mux)
+	defer hs.Close()
+	c := newAPIClient(t, strings.TrimPrefix(hs.URL, "http://"))
+	for _, order := range []string{"desc", "asc"} {
+		var seqs []uint64
+		cursor := ""
+		for pages := 0; ; pages++ {
+			if pages > tools {
+				t.Fatalf("%s: no end of pages", order)
+			}
+			var p apiVerdictPage
+			c.getJSON("/v1/verdicts?tool=t1&limit=97&order="+order+cursor, http.StatusOK, "VerdictPage", &p)
+			for _, v := range p.Verdicts {
+				if v.Key != "t1" || v.AgentID != "billing-7" {
+					t.Fatalf("%s: verdict %+v", order, v)
+				}
+				seqs = append(seqs, v.Sequence)
+			}
+			if p.NextCursor == nil {
+				break
+			}
+			cursor = "&cursor=" + strconv.FormatUint(*p.NextCursor, 10)
+		}
+		if len(seqs) != tools {
+			t.Errorf("%s: %d verdicts, want %d", order, len(seqs), tools)
+		}
+		sorted := slices.IsSortedFunc(seqs, func(a, b uint64) int {
+			if order == "desc" {
+				a, b = b, a
+			}
+			return int(int64(a) - int64(b))
+		})
+		if !sorted || len(slices.Compact(slices.Clone(seqs))) != len(seqs) {
+			t.Errorf("%s: sequences out of order or repeated", order)
+		}
+	}
+	var p apiVerdictPage
+	c.getJSON("/v1/verdicts?composition=c1&limit=500", http.StatusOK, "VerdictPage", &p)
+	if len(p.Verdicts) != tools/10 || p.NextCursor != nil {
+		t.Errorf("compositions: %d, next %v", len(p.Verdicts), p.NextCursor)
+	}
+	c.getJSON("/v1/verdicts?agent=nobody", http.StatusOK, "VerdictPage", &p)
+	if len(p.Verdicts) != 0 || p.NextCursor != nil {
+		t.Errorf("agent nobody: %+v", p)
+	}
 }
