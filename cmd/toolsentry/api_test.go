@@ -258,7 +258,8 @@ func TestAPIEndToEnd(t *testing.T) {
 	// Verdicts: newest first, paged by cursor; oldest first; filters.
 	var page apiVerdictPage
 	c.getJSON("/v1/verdicts?tool=crm/lookup&limit=1", http.StatusOK, "VerdictPage", &page)
-	if len(page.Verdicts) != 1 || page.Verdicts[0].Verdict != "DRIFT_ON_USED_FIELDS" || page.Verdicts[0].AgentID != "billing-agent" || page.NextCursor == nil {
+	if len(page.Verdicts) != 1 || page.Verdicts[0].Verdict != "DRIFT_ON_USED_FIELDS" || page.Verdicts[0].AgentID != "billing-agent" ||
+		page.Verdicts[0].Action != "MIGRATE" || page.Verdicts[0].Summary == "" || page.NextCursor == nil {
 		t.Fatalf("first page %+v", page)
 	}
 	var next apiVerdictPage

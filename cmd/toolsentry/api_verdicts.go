@@ -49,8 +49,12 @@ type apiVerdict struct {
 	Guard    string    `json:"guard"`
 	Verdict  string    `json:"verdict"`
 	// Key is the tool id (schema verdicts) or the composition id.
-	Key     string          `json:"key"`
-	AgentID string          `json:"agent_id,omitempty"`
+	Key     string `json:"key"`
+	AgentID string `json:"agent_id,omitempty"`
+	// Action (PROCEED, MIGRATE, HALT) and Summary are the verdict's own,
+	// absent on verdicts published before they had them.
+	Action  string          `json:"action,omitempty"`
+	Summary string          `json:"summary,omitempty"`
 	Event   json.RawMessage `json:"event"`
 }
 
@@ -68,8 +72,11 @@ func (a *api) verdictOf(ev events.Event, subject string, seq uint64, stored time
 		return apiVerdict{}, err
 	}
 	v := apiVerdict{Sequence: seq, Subject: subject, Time: stored.UTC(), Guard: addr.Kind.Token(), Verdict: addr.Verdict, Key: addr.Key}
-	if ev.SchemaVerdict != nil {
-		v.AgentID = ev.SchemaVerdict.AgentID
+	switch {
+	case ev.SchemaVerdict != nil:
+		v.AgentID, v.Action, v.Summary = ev.SchemaVerdict.AgentID, string(ev.SchemaVerdict.Action), ev.SchemaVerdict.Summary
+	case ev.CompositionVerdict != nil:
+		v.Action, v.Summary = string(ev.CompositionVerdict.Action), ev.CompositionVerdict.Summary
 	}
 	var b bytes.Buffer
 	if err := json.Compact(&b, data); err == nil && bytes.Contains(b.Bytes(), []byte(`"specversion"`)) && isStructured(header) {
