@@ -250,8 +250,9 @@ func (a *api) readToolState(ctx context.Context, tool string) (toolState, error)
 	return st, nil
 }
 
-// summary is a record's line of GET /v1/tools.
-func (a *api) summary(ctx context.Context, st toolState, rec core.BaselineRecord) apiTool {
+// summary is a record's line of GET /v1/tools; tel, the telemetry stream
+// (nil when it cannot be read), dates the last observation.
+func summary(ctx context.Context, st toolState, rec core.BaselineRecord, tel jetstream.Stream) apiTool {
 	server, name := events.SplitToolID(rec.ToolID)
 	t := apiTool{
 		ID: rec.ToolID, Server: server, Name: name,
@@ -265,8 +266,8 @@ func (a *api) summary(ctx context.Context, st toolState, rec core.BaselineRecord
 		}
 	}
 	sort.Strings(t.AffectedAgents)
-	if seq := t.LastObservedSequence; seq > 0 {
-		if m, err := a.getTelemetry(ctx, seq); err == nil {
+	if seq := t.LastObservedSequence; seq > 0 && tel != nil {
+		if m, err := tel.GetMsg(ctx, seq); err == nil {
 			when := m.Time.UTC()
 			t.LastObservedTime = &when
 		}
@@ -274,13 +275,13 @@ func (a *api) summary(ctx context.Context, st toolState, rec core.BaselineRecord
 	return t
 }
 
-// getTelemetry reads one message of the telemetry stream.
-func (a *api) getTelemetry(ctx context.Context, seq uint64) (*jetstream.RawStreamMsg, error) {
+// telemetry is the telemetry stream, or nil when it cannot be read.
+func (a *api) telemetry(ctx context.Context) jetstream.Stream {
 	s, err := a.js.Stream(ctx, a.names.TelemetryStream())
 	if err != nil {
-		return nil, err
+		return nil
 	}
-	return s.GetMsg(ctx, seq)
+	return s
 }
 
 // apiToolList is the body of GET /v1/tools.
@@ -295,8 +296,9 @@ func (a *api) listTools(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := apiToolList{Tools: make([]apiTool, 0, len(st.records))}
+	tel := a.telemetry(r.Context())
 	for _, rec := range st.records {
-		out.Tools = append(out.Tools, a.summary(r.Context(), st, rec))
+		out.Tools = append(out.Tools, summary(r.Context(), st, rec, tel))
 	}
 	sort.Slice(out.Tools, func(i, j int) bool { return out.Tools[i].ID < out.Tools[j].ID })
 	writeJSON(w, http.StatusOK, out)
@@ -365,7 +367,7 @@ func (a *api) getTool(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusInternalServerError, apiError{Error: fmt.Sprintf("diffing %s: %v", id, err)})
 		return
 	}
-	detail.apiTool = a.summary(ctx, st, rec)
+	detail.apiTool = summary(ctx, st, rec, a.telemetry(ctx))
 	writeJSON(w, http.StatusOK, detail)
 }
 
