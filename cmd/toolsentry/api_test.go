@@ -177,6 +177,13 @@ func TestAPIEndToEnd(t *testing.T) {
 	if code != http.StatusBadRequest || !strings.Contains(string(b), `"status":"dead_lettered"`) || !strings.Contains(string(b), `"reason":"spec_violation"`) {
 		t.Fatalf("bad single event: %d %s", code, b)
 	}
+	// A binary event without its source: dead-lettered with its ce- headers.
+	code, b = c.do(http.MethodPost, "/v1/events", map[string]string{
+		"Content-Type": "application/json", "Ce-Specversion": "1.0", "Ce-Id": "i-bad", "Ce-Type": events.TypeInvocation,
+	}, []byte(`{"tool_id":"crm/lookup","agent_id":"billing-agent","arguments":{}}`), "EventResult")
+	if code != http.StatusBadRequest || !strings.Contains(string(b), `"reason":"spec_violation"`) || !strings.Contains(string(b), `"id":"i-bad"`) {
+		t.Fatalf("bad binary event: %d %s", code, b)
+	}
 	if code, b = c.do(http.MethodPost, "/v1/events", map[string]string{"Content-Type": "text/plain"}, []byte("hi"), "Error"); code != http.StatusUnsupportedMediaType {
 		t.Fatalf("text/plain: %d %s", code, b)
 	}
@@ -198,18 +205,25 @@ func TestAPIEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "3 dead letters", func() bool { i, _ := dlq.Info(ctx); return i != nil && i.State.Msgs == 3 })
+	poll(t, "4 dead letters", func() bool { i, _ := dlq.Info(ctx); return i != nil && i.State.Msgs == 4 })
 	var reasons []string
-	for seq := uint64(1); seq <= 3; seq++ {
+	binaryKept := false
+	for seq := uint64(1); seq <= 4; seq++ {
 		m, err := dlq.GetMsg(ctx, seq)
 		if err != nil {
 			t.Fatal(err)
 		}
 		reasons = append(reasons, m.Header.Get(events.HeaderDLQReason))
+		if m.Header.Get("ce-id") == "i-bad" && m.Header.Get("ce-type") == events.TypeInvocation {
+			binaryKept = true
+		}
 	}
 	sort.Strings(reasons)
-	if want := []string{"schema_invalid", "spec_violation", "spec_violation"}; !slices.Equal(reasons, want) {
+	if want := []string{"schema_invalid", "spec_violation", "spec_violation", "spec_violation"}; !slices.Equal(reasons, want) {
 		t.Errorf("dead-letter reasons %v, want %v", reasons, want)
+	}
+	if !binaryKept {
+		t.Error("the bad binary event's dead letter lost its ce- headers")
 	}
 
 	// Tools: the rename holds the baseline; billing-agent is affected.
