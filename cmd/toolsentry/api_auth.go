@@ -13,10 +13,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	stdlog "log"
 	"net"
 	"net/http"
 	"os"
 	"strings"
+
+	"github.com/rs/zerolog"
 )
 
 // httpAuthUsage is the part of serve's help text about the HTTP port's
@@ -178,4 +181,12 @@ func (a httpAuth) scheme() string {
 		return "https"
 	}
 	return "http"
+}
+
+// httpErrorLog routes the HTTP server's own errors (a failed TLS
+// handshake: a client without a certificate, or speaking plain HTTP) to
+// serve's log, as JSON lines like the rest.
+func httpErrorLog(log *zerolog.Logger) *stdlog.Logger {
+	l := log.With().Str("component", "http").Logger()
+	return stdlog.New(l, "", 0)
 }

@@ -315,7 +315,7 @@ func serve(ctx context.Context, f serveFlags, io stdio) error {
 			return fmt.Errorf("--http %s: %w", f.httpAddr, err)
 		}
 		httpAddr = ln.Addr().String()
-		httpSrv = &http.Server{Handler: auth.wrap(mux), ReadHeaderTimeout: 5 * time.Second}
+		httpSrv = &http.Server{Handler: auth.wrap(mux), ReadHeaderTimeout: 5 * time.Second, ErrorLog: httpErrorLog(log)}
 		go func() {
 			if err := httpSrv.Serve(auth.listener(ln)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error().Err(err).Msg("http server stopped")
