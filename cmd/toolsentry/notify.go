@@ -409,6 +409,9 @@ func (f *notifyFlags) check(prefix string) error {
 // webhook) when --notify-webhook is empty.
 func (f *notifyFlags) serveConfig(prefix string) (notifyConfig, error) {
 	if f.webhook == "" {
+		if f.format != formatJSON || len(f.filters) > 0 || f.durable != "" {
+			return notifyConfig{}, usageErrorf("--notify-format, --notify-filter and --notify-durable need --notify-webhook")
+		}
 		return notifyConfig{}, nil
 	}
 	names, err := events.NewNames(prefix)

@@ -593,6 +593,10 @@ func TestNotifyUsageErrors(t *testing.T) {
 	if code != 2 || !strings.Contains(errOut, "--notify-webhook") {
 		t.Errorf("serve --notify-webhook localhost:9093: exit %d, %q", code, errOut)
 	}
+	_, errOut, code = runCmd(t, "", "serve", "--notify-format", "slack")
+	if code != 2 || !strings.Contains(errOut, "need --notify-webhook") {
+		t.Errorf("serve --notify-format slack without a webhook: exit %d, %q; want 2, not a silently ignored setting", code, errOut)
+	}
 }
 
 func TestNotifyWithoutTheVerdictStream(t *testing.T) {
