@@ -265,6 +265,7 @@ func cloneUsage(r *UsageRecord) *UsageRecord {
 	}
 	c.Output = slices.Clone(r.Output)
 	c.Notified = slices.Clone(r.Notified)
+	c.Omitted = slices.Clone(r.Omitted)
 	return &c
 }
 

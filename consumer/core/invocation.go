@@ -39,9 +39,9 @@ func (c *Core) applyInvocation(st State, in Input) (eff Effects, err error) {
 		if found {
 			u = cloneUsage(prev)
 		} else {
-			u = &UsageRecord{ToolID: inv.ToolID, AgentID: inv.AgentID, Input: map[string][]string{}}
+			u = &UsageRecord{ToolID: inv.ToolID, AgentID: inv.AgentID, Input: map[string][]string{}, SendsRecorded: true}
 		}
-		grew = u.grow(inv)
+		grew = u.grow(inv, !found)
 	}
 	if !found || prev.grows(inv) {
 		own()
@@ -124,6 +124,9 @@ func succeeded(o *events.Outcome) bool {
 
 // grows reports whether grow would add anything, reading u only.
 func (u *UsageRecord) grows(inv *events.Invocation) bool {
+	if u.omits(inv) {
+		return true
+	}
 	for p, t := range inv.ArgumentTypes {
 		names, seen := u.Input[p]
 		if !seen || t&guards.TypeAny&^typeSetOf(names) != 0 {
@@ -163,12 +166,52 @@ func mayTell(rec *BaselineRecord, u *UsageRecord, inv *events.Invocation, grew b
 	return fp != "" && fp != rec.Current.Fingerprint || u.CheckedAgainst != rec.Current.Fingerprint || grew
 }
 
+// sends reports whether the invocation sent the input path p.
+func sends(inv *events.Invocation, p string) bool {
+	_, ok := inv.ArgumentTypes[p]
+	return ok || slices.Contains(inv.UsedFields, p)
+}
+
+// omits reports whether the invocation leaves out an input path that
+// every recorded call sent so far (see UsageRecord.Omitted).
+func (u *UsageRecord) omits(inv *events.Invocation) bool {
+	if !u.SendsRecorded || len(u.Omitted) == len(u.Input) {
+		return false
+	}
+	for p := range u.Input {
+		if _, omitted := slices.BinarySearch(u.Omitted, p); !omitted && !sends(inv, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// omit records that a call did not send the input path p.
+func (u *UsageRecord) omit(p string) bool {
+	i, omitted := slices.BinarySearch(u.Omitted, p)
+	if !omitted {
+		u.Omitted = slices.Insert(u.Omitted, i, p)
+	}
+	return !omitted
+}
+
 // grow adds what the invocation shows of the agent's surface and reports
-// whether anything was new.
-func (u *UsageRecord) grow(inv *events.Invocation) bool {
+// whether anything was new; first says it is the agent's first recorded
+// call, so that a path it sends was not omitted before.
+func (u *UsageRecord) grow(inv *events.Invocation, first bool) bool {
 	grew := false
+	if u.SendsRecorded {
+		for p := range u.Input {
+			if !sends(inv, p) && u.omit(p) {
+				grew = true
+			}
+		}
+	}
 	add := func(path string, t guards.TypeSet) {
 		names, seen := u.Input[path]
+		if !seen && !first && u.SendsRecorded {
+			u.omit(path) // the calls before this one did not send it
+		}
 		merged := names
 		for _, n := range t.Names() {
 			if !slices.Contains(merged, n) {

@@ -108,6 +108,16 @@ type UsageRecord struct {
 	Input map[string][]string `json:"input"`
 	// Output are the output paths the agent reads.
 	Output []string `json:"output,omitempty"`
+	// Omitted are the input paths, sorted, that at least one recorded call
+	// did not send (a path first sent after the first call was omitted by
+	// the calls before it); the others were sent by every call. It is kept
+	// only when SendsRecorded.
+	Omitted []string `json:"omitted,omitempty"`
+	// SendsRecorded is true for a record begun by a version that keeps
+	// Omitted from the agent's first call on: only then does Surface say
+	// what the agent sends (guards.UsedSurface.Sends). A record written
+	// before has it false and keeps being judged without Sends.
+	SendsRecorded bool `json:"sends_recorded,omitempty"`
 	// CheckedAgainst is the tool fingerprint the surface was last compared
 	// with for fields the tool does not declare.
 	CheckedAgainst string `json:"checked_against,omitempty"`
@@ -116,14 +126,25 @@ type UsageRecord struct {
 	Notified []string `json:"notified,omitempty"`
 }
 
-// Surface is the record's used surface for the schema diff.
+// Surface is the record's used surface for the schema diff: the input
+// paths, the output paths and, when the record keeps them
+// (SendsRecorded), the types sent at each input path and whether every
+// call sent it.
 func (u *UsageRecord) Surface() guards.UsedSurface {
 	in := make([]string, 0, len(u.Input))
 	for p := range u.Input {
 		in = append(in, p)
 	}
 	sort.Strings(in)
-	return guards.UsedSurface{Input: in, Output: slices.Clone(u.Output)}
+	s := guards.UsedSurface{Input: in, Output: slices.Clone(u.Output)}
+	if u.SendsRecorded {
+		s.Sends = make(map[string]guards.SentField, len(u.Input))
+		for p, names := range u.Input {
+			_, omitted := slices.BinarySearch(u.Omitted, p)
+			s.Sends[p] = guards.SentField{Types: typeSetOf(names), Always: !omitted}
+		}
+	}
+	return s
 }
 
 // InputTypes are the input paths with their observed types.
