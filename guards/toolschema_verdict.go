@@ -118,6 +118,23 @@ func (s UsedSurface) sentFits(r diffRecord, in surfaceIndex) bool {
 	return false
 }
 
+// widensForAgent reports whether r is a change on or below a path the
+// agent uses that breaks nothing on its side (rule 3: what it sends
+// widened, what it reads narrowed, an optional field added): it does not
+// affect the agent. Descriptions and defaults are judged apart.
+func widensForAgent(r diffRecord, in, out surfaceIndex) bool {
+	if r.Breaking || r.Kind == DescriptionChanged || r.Kind == DefaultChanged {
+		return false
+	}
+	switch r.Side {
+	case SideInput:
+		return in.covers(r.Path)
+	case SideOutput:
+		return out.covers(r.Path)
+	}
+	return false
+}
+
 // DriftReport is the outcome of comparing a tool's recorded schema with its
 // current one for one agent. JSON field names are stable.
 type DriftReport struct {
@@ -127,9 +144,11 @@ type DriftReport struct {
 	Changes        []Change `json:"changes"`
 	// ChangedFields are the surface keys of all changes (SurfaceKey), the
 	// seed's changed_fields, except wording edits of descriptions and
-	// titles (DescriptionReworded) and input changes that what this agent
-	// sends still fits (see UsedSurface.Sends): Changes reports them, but
-	// they change nothing the agent does.
+	// titles (DescriptionReworded), input changes that what this agent
+	// sends still fits (see UsedSurface.Sends) and changes on the fields it
+	// uses that break nothing on its side (a widening of what it sends, a
+	// narrowing of what it reads): Changes reports them, but they change
+	// nothing the agent does.
 	ChangedFields []string `json:"changed_fields"`
 	// UsedFields are the surface keys the agent uses: the paths it sends
 	// and reads, and every changed path that affects it (see EvaluateDrift).
@@ -164,8 +183,9 @@ func SurfaceKey(side ChangeSide, path string) string {
 // given used surface, decides with the seed's gate, and plans the
 // migration. The agent is affected by
 //   - any change on a path it sends or reads, or below one, but a default's
-//     change (it reaches the agent only through calls that omit the field)
-//     and a reworded description;
+//     change (it reaches the agent only through calls that omit the field),
+//     a reworded description and a change that breaks nothing on its side
+//     (a widening of what it sends, a narrowing of what it reads);
 //   - a breaking change on a parent of such a path (its type, say);
 //   - a change to an input field it omits but relies on, in an object it
 //     sends (the root always): a default that changed or was removed, a
@@ -255,6 +275,9 @@ func (d *Drift) Evaluate(surface UsedSurface) (DriftReport, error) {
 		}
 		if surface.sentFits(r, inUse) {
 			continue // what the agent sends still fits: not a change for it
+		}
+		if widensForAgent(r, inUse, outUse) {
+			continue // nothing the agent sends or reads can fail: not a change for it
 		}
 		changed = append(changed, key)
 		var affects bool

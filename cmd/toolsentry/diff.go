@@ -80,8 +80,9 @@ text has that the old one had not:
 
 Used surface paths are dotted property paths from the schema root, "[]" for
 array items: user_id, options.timeout, items[].id. A path covers what is
-below it. An agent is affected by a change on a path it uses, a breaking
-change on a parent of one, a changed or removed default of an input field it
+below it. An agent is affected by a change on a path it uses that breaks its
+side (not a widening of what it sends nor a narrowing of what it reads), a
+breaking change on a parent of one, a changed or removed default of an input field it
 omits (a default reaches an agent only through calls that omit the field:
 --used means "sends"), a description or title that now holds instructions to
 the model, and a Tool field it depends on (--used-tool; annotations are hints
