@@ -151,6 +151,11 @@ func lookupDeclared(n *SchemaNode, toks []pathTok) (node *SchemaNode, judged boo
 			return nil, n == nil
 		}
 		if tok.items {
+			if len(n.PrefixItems) > 0 {
+				// A tuple: "[]" stands for every position, each with its
+				// own schema; not judged here (the diff judges tuples).
+				return nil, false
+			}
 			if n.Items == nil {
 				if n.IsAny() {
 					return nil, false

@@ -54,7 +54,7 @@ func TestObservedInputDrift(t *testing.T) {
 			fields:     map[string]TypeSet{"userId": TypeString, "options": TypeObject, "options.verbosity": TypeInteger},
 			deviations: []string{"options.verbosity"},
 			verdict:    DriftOnUsedFields,
-			affected:   []string{"options.verbose", "options.verbosity"}, // "options" is sent: a path covers what is below it
+			affected:   []string{"options.verbosity"}, // options.verbose, optional, is only added under the options it sends
 		},
 	}
 	for _, tt := range tests {
@@ -101,5 +101,21 @@ func TestObservedInputDrift(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestObservedInputTuple: "[]" of a tuple stands for every position, each
+// with its own schema, so the items an agent sends are not judged against
+// items (false after a closed tuple's last position).
+func TestObservedInputTuple(t *testing.T) {
+	cur := mustTool(t, `{"name":"plot","inputSchema":{"type":"object","properties":{
+		"pt":{"type":"array","prefixItems":[{"type":"number"},{"type":"number"}],"items":false},
+		"tags":{"type":"array","items":false}}}}`)
+	got, err := InputDeviations(cur.Input, map[string]TypeSet{"pt": TypeArray, "pt[]": TypeInteger, "tags": TypeArray, "tags[]": TypeString})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"tags[]"}; !cmp.Equal(got, want) {
+		t.Errorf("deviations %v, want %v", got, want)
 	}
 }
