@@ -175,7 +175,7 @@ func sends(inv *events.Invocation, p string) bool {
 // omits reports whether the invocation leaves out an input path that
 // every recorded call sent so far (see UsageRecord.Omitted).
 func (u *UsageRecord) omits(inv *events.Invocation) bool {
-	if !u.SendsRecorded || len(u.Omitted) == len(u.Input) {
+	if !u.SendsRecorded {
 		return false
 	}
 	for p := range u.Input {
@@ -385,6 +385,7 @@ func (c *Core) integrated(ov *overlay, in Input, rec *BaselineRecord, curDef gua
 	for _, p := range deviations {
 		delete(u.Input, p)
 	}
+	u.Omitted = slices.DeleteFunc(u.Omitted, func(p string) bool { _, ok := u.Input[p]; return !ok })
 	u.CheckedAgainst = cur.Fingerprint
 	m := guards.EvaluateSchema(guards.ToolSchema{ToolID: rec.ToolID, Version: cur.Version, SchemaFingerprint: cur.Fingerprint, UsedFields: u.Surface().Input},
 		&guards.SchemaBaseline{BaselineFingerprint: cur.Fingerprint})

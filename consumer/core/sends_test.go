@@ -148,3 +148,24 @@ func (h *harness) decodeInvocation(tool, agent, args string) Input {
 	}
 	return Input{Event: ev, Subject: subject, Seq: h.seq}
 }
+
+// TestIntegratedAgentKeepsOmissions: an agent that moves on to the
+// current version keeps omissions only of the paths it still sends, and
+// calls after that are recorded as before.
+func TestIntegratedAgentKeepsOmissions(t *testing.T) {
+	h := newHarness(t)
+	h.observe("crm.lookup", "1", crmRenamed)
+	h.invoke("crm.lookup", "agent-a", `,"arguments":{"user_id":"u","limit":"5"}`) // told of the rename
+	got := schemaVerdicts(t, h.invoke("crm.lookup", "agent-a", `,"arguments":{"userId":"u","limit":"5"}`))
+	if len(got) != 1 || got[0].Verdict != guards.SchemaMatch {
+		t.Fatalf("integration: %+v", got)
+	}
+	u, _ := h.state.Usage("crm.lookup", "agent-a")
+	if want := []string{"userId"}; !cmp.Equal(u.Omitted, want) { // the first call did not send it
+		t.Fatalf("omitted %v after integrating, want %v", u.Omitted, want)
+	}
+	h.invoke("crm.lookup", "agent-a", `,"arguments":{"userId":"u"}`)
+	if u, _ = h.state.Usage("crm.lookup", "agent-a"); !cmp.Equal(u.Omitted, []string{"limit", "userId"}) {
+		t.Fatalf("omitted %v, want limit too", u.Omitted)
+	}
+}
