@@ -8,12 +8,13 @@
 //	        ▼                                            │           ▼
 //	toolsentry.telemetry.<kind>.<key>  ── TOOLSENTRY_TELEMETRY    toolsentry.verdicts.<guard>.<verdict>.<key>
 //	  kind: schema | invocation | contract | workflow | observed     ── TOOLSENTRY_VERDICTS
+//	  (operators: baseline_accepted | baseline_reset | agent_migrated | agent_forgotten)
 //	                                   bad input ──▶ toolsentry.dlq.<reason> ── TOOLSENTRY_DLQ
 //
 // # Types and payloads
 //
-// Seven CloudEvents types, each with one Go payload and one JSON Schema in
-// package schemas:
+// Eleven CloudEvents types, each with one Go payload and one JSON Schema in
+// package schemas (the four operator types share one Go payload):
 //
 //	io.toolsentry.tool.schema.observed.v1   SchemaObserved       key: tool_id, or server for a tools/list result
 //	io.toolsentry.tool.invocation.v1        Invocation           key: tool_id
@@ -22,6 +23,10 @@
 //	io.toolsentry.verdict.schema.v1         SchemaVerdict        key: tool_id
 //	io.toolsentry.verdict.composition.v1    CompositionVerdict   key: composition_id
 //	io.toolsentry.workflow.observed.v1      WorkflowObserved     key: composition_id
+//	io.toolsentry.operator.baseline.accepted.v1   OperatorAction key: tool_id
+//	io.toolsentry.operator.baseline.reset.v1      OperatorAction key: tool_id
+//	io.toolsentry.operator.agent.migrated.v1      OperatorAction key: tool_id
+//	io.toolsentry.operator.agent.forgotten.v1     OperatorAction key: tool_id
 //
 // # Decoding
 //

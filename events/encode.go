@@ -273,7 +273,7 @@ func (n Names) encode(ev Event, plain bool) (Message, error) {
 // verdict.
 func payloadData(ev Event) (data []byte, key, verdict string, err error) {
 	set := 0
-	for _, p := range []bool{ev.SchemaObserved != nil, ev.Invocation != nil, ev.Contract != nil, ev.Workflow != nil, ev.QualityCheckpoint != nil, ev.WorkflowObserved != nil, ev.SchemaVerdict != nil, ev.CompositionVerdict != nil} {
+	for _, p := range []bool{ev.SchemaObserved != nil, ev.Invocation != nil, ev.Contract != nil, ev.Workflow != nil, ev.QualityCheckpoint != nil, ev.WorkflowObserved != nil, ev.SchemaVerdict != nil, ev.CompositionVerdict != nil, ev.Operator != nil} {
 		if p {
 			set++
 		}
@@ -322,6 +322,11 @@ func payloadData(ev Event) (data []byte, key, verdict string, err error) {
 		v, key, verdict = ev.CompositionVerdict, ev.CompositionVerdict.CompositionID, string(ev.CompositionVerdict.Verdict)
 	case ev.Kind == KindWorkflowObserved && ev.WorkflowObserved != nil:
 		v, key = ev.WorkflowObserved, ev.WorkflowObserved.CompositionID
+	case ev.Kind.Operator() && ev.Operator != nil:
+		if err := ev.Operator.check(ev.Kind); err != nil {
+			return nil, "", "", err
+		}
+		v, key = ev.Operator, ev.Operator.ToolID
 	default:
 		return nil, "", "", fmt.Errorf("%w: kind %s with another kind's payload", ErrBadEvent, ev.Kind)
 	}

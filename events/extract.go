@@ -89,6 +89,10 @@ func (e *Event) setPayload(data any, args FieldTypes) (key, verdict string, err 
 		}
 		e.WorkflowObserved = p
 		return p.CompositionID, "", nil
+	case KindBaselineAccepted, KindBaselineReset, KindAgentMigrated, KindAgentForgotten:
+		e.Operator = &OperatorAction{ToolID: str(m, "tool_id"), AgentID: str(m, "agent_id"), Fingerprint: str(m, "fingerprint"),
+			Operator: str(m, "operator"), Reason: str(m, "reason")}
+		return e.Operator.ToolID, "", nil
 	}
 	return "", "", fmt.Errorf("%w: kind %s has no payload", ErrUnknownType, e.Kind)
 }

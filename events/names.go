@@ -38,6 +38,12 @@ const (
 	// a tool's outcome counts, for the composition lane.
 	KindQualityCheckpoint
 	KindWorkflowObserved
+	// The operators' actions (operator.go): telemetry on the tool's
+	// subject, applied by the tool's lane in stream order.
+	KindBaselineAccepted
+	KindBaselineReset
+	KindAgentMigrated
+	KindAgentForgotten
 )
 
 // Class is the family of a subject: telemetry, verdicts or dead letters.
@@ -69,6 +75,10 @@ var kindInfos = [...]kindInfo{
 	KindCompositionVerdict: {"composition_verdict", TypeCompositionVerdict, schemas.VerdictCompositionV1, ClassVerdicts, "composition"},
 	KindQualityCheckpoint:  {"quality_checkpoint", TypeQualityCheckpoint, schemas.ToolQualityCheckpointV1, ClassTelemetry, "quality"},
 	KindWorkflowObserved:   {"workflow_observed", TypeWorkflowObserved, schemas.WorkflowObservedV1, ClassTelemetry, "observed"},
+	KindBaselineAccepted:   {"baseline_accepted", TypeBaselineAccepted, schemas.OperatorBaselineAcceptedV1, ClassTelemetry, "baseline_accepted"},
+	KindBaselineReset:      {"baseline_reset", TypeBaselineReset, schemas.OperatorBaselineResetV1, ClassTelemetry, "baseline_reset"},
+	KindAgentMigrated:      {"agent_migrated", TypeAgentMigrated, schemas.OperatorAgentMigratedV1, ClassTelemetry, "agent_migrated"},
+	KindAgentForgotten:     {"agent_forgotten", TypeAgentForgotten, schemas.OperatorAgentForgottenV1, ClassTelemetry, "agent_forgotten"},
 }
 
 func (k Kind) info() kindInfo {

@@ -31,6 +31,8 @@ type Event struct {
 	SchemaVerdict      *SchemaVerdict
 	CompositionVerdict *CompositionVerdict
 	WorkflowObserved   *WorkflowObserved
+	// Operator is the payload of the four operator kinds (Kind says which).
+	Operator *OperatorAction
 }
 
 // SchemaObserved is the data of TypeSchemaObserved: one tool (Tool set,

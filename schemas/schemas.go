@@ -25,6 +25,11 @@ const (
 	VerdictSchemaV1         = "verdict.schema.v1"
 	VerdictCompositionV1    = "verdict.composition.v1"
 	WorkflowObservedV1      = "workflow.observed.v1"
+	// Operators' actions, applied by the tool's lane like any input.
+	OperatorBaselineAcceptedV1 = "operator.baseline.accepted.v1"
+	OperatorBaselineResetV1    = "operator.baseline.reset.v1"
+	OperatorAgentMigratedV1    = "operator.agent.migrated.v1"
+	OperatorAgentForgottenV1   = "operator.agent.forgotten.v1"
 )
 
 // BaseID is the prefix of every document's $id: BaseID + NAME + ".json". The
@@ -51,6 +56,10 @@ var names = []string{
 	VerdictSchemaV1,
 	VerdictCompositionV1,
 	WorkflowObservedV1,
+	OperatorBaselineAcceptedV1,
+	OperatorBaselineResetV1,
+	OperatorAgentMigratedV1,
+	OperatorAgentForgottenV1,
 }
 
 // Schema is one compiled document. It is safe for concurrent use.

@@ -146,6 +146,16 @@ var validationCases = []struct {
 	{WorkflowObservedV1, "bad status", `{"composition_id": "c", "agent_id": "a", "trace_id": "t", "span_id": "s", "structure": "x", "calls": [{"tool_id": "x", "span_id": "s1", "status": "failed"}], "success": false}`, "at /calls/0/status"},
 	{WorkflowObservedV1, "missing success", `{"composition_id": "c", "agent_id": "a", "trace_id": "t", "span_id": "s", "structure": "x", "calls": [{"tool_id": "x", "span_id": "s1", "status": "ok"}]}`, "missing property 'success'"},
 	{WorkflowObservedV1, "extra field", `{"composition_id": "support", "agent_id": "support-bot", "trace_id": "t1", "span_id": "s0", "structure": {"chain": ["a", {"parallel": {"mode": "all", "of": ["b", "c"]}}]}, "calls": [{"tool_id": "a", "span_id": "s1", "status": "ok"}, {"tool_id": "b", "span_id": "s2", "status": "error", "error_type": "timeout"}, {"tool_id": "c", "span_id": "s3", "status": "ok", "correct": false}], "success": false, "arguments": {}}`, "'arguments' not allowed"},
+	{OperatorBaselineAcceptedV1, "accept", `{"tool_id": "github/search_issues", "fingerprint": "sha256:ab", "operator": "ana@ops", "reason": "rollout 42"}`, ""},
+	{OperatorBaselineAcceptedV1, "accept without the fingerprint seen", `{"tool_id": "t", "operator": "ana"}`, "missing property 'fingerprint'"},
+	{OperatorBaselineAcceptedV1, "accept names no agent", `{"tool_id": "t", "fingerprint": "sha256:ab", "operator": "ana", "agent_id": "bot"}`, "'agent_id' not allowed"},
+	{OperatorBaselineResetV1, "reset", `{"tool_id": "t", "operator": "ana"}`, ""},
+	{OperatorBaselineResetV1, "reset without operator", `{"tool_id": "t"}`, "missing property 'operator'"},
+	{OperatorAgentMigratedV1, "migrated", `{"tool_id": "t", "agent_id": "bot", "fingerprint": "sha256:ab", "operator": "ana"}`, ""},
+	{OperatorAgentMigratedV1, "migrated without agent", `{"tool_id": "t", "operator": "ana"}`, "missing property 'agent_id'"},
+	{OperatorAgentForgottenV1, "forgotten", `{"tool_id": "t", "agent_id": "bot", "operator": "ana", "reason": "retired"}`, ""},
+	{OperatorAgentForgottenV1, "forgotten takes no fingerprint", `{"tool_id": "t", "agent_id": "bot", "operator": "ana", "fingerprint": "sha256:ab"}`, "'fingerprint' not allowed"},
+	{OperatorAgentForgottenV1, "reason too long", `{"tool_id": "t", "agent_id": "bot", "operator": "ana", "reason": "` + strings.Repeat("x", 1025) + `"}`, "at /reason"},
 }
 
 func TestValidate(t *testing.T) {
