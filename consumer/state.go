@@ -312,6 +312,31 @@ func (v *View) CompareAndSet(ctx context.Context, key string, value []byte, last
 	return rev, nil
 }
 
+// DeleteAt deletes key if it is still at lastRevision, and holds the key as
+// deleted at once (the watch delivers the tombstone's own revision later).
+// If another writer came first it returns an error matching ErrConflict.
+func (v *View) DeleteAt(ctx context.Context, key string, lastRevision uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, v.opts.WriteTimeout)
+	defer cancel()
+	if err := v.kv.Delete(ctx, key, jetstream.LastRevision(lastRevision)); err != nil {
+		if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return fmt.Errorf("deleting %s/%s at revision %d: %w: %w", v.kv.Bucket(), key, lastRevision, ErrConflict, err)
+		}
+		return fmt.Errorf("deleting %s/%s: %w", v.kv.Bucket(), key, err)
+	}
+	v.mu.Lock()
+	if cur, ok := v.entries[key]; ok && cur.rev > lastRevision {
+		v.mu.Unlock()
+		return nil // the watch was faster
+	}
+	v.entries[key] = viewEntry{rev: lastRevision, deleted: true}
+	v.mu.Unlock()
+	if v.opts.OnChange != nil {
+		v.opts.OnChange(key, false)
+	}
+	return nil
+}
+
 // Update applies merge to the key's current value and writes the result
 // with compare-and-set. On a conflict it re-reads the key from the bucket
 // and merges again, up to ViewOptions.MaxAttempts times, so that concurrent

@@ -220,3 +220,44 @@ func TestViewTooManyConflicts(t *testing.T) {
 		t.Errorf("Update against a writer that always wins = %v, want ErrTooManyConflicts", err)
 	}
 }
+
+// TestViewDeleteAt: a delete at the revision read is visible at once and
+// survives the watch's tombstone; a delete at an old revision conflicts;
+// the key can be created again.
+func TestViewDeleteAt(t *testing.T) {
+	f := newFixture(t, testConfig())
+	v := newView(t, f.ctx, f.res.Baselines, consumer.ViewOptions{})
+	e, err := v.Update(f.ctx, "k", increment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Update(f.ctx, "k", increment); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.DeleteAt(f.ctx, "k", e.Revision); !errors.Is(err, consumer.ErrConflict) {
+		t.Fatalf("DeleteAt an old revision = %v, want ErrConflict", err)
+	}
+	cur, _ := v.Get("k")
+	if err := v.DeleteAt(f.ctx, "k", cur.Revision); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := v.Get("k"); ok {
+		t.Fatal("the view still has the key right after its delete")
+	}
+	if _, err := f.res.Baselines.Put(f.ctx, "marker", []byte("m")); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 5*time.Second, "view sees the marker", func() bool {
+		_, ok := v.Get("marker")
+		return ok
+	})
+	if _, ok := v.Get("k"); ok {
+		t.Fatal("the watch brought the deleted key back")
+	}
+	if _, err := f.res.Baselines.Get(f.ctx, "k"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Errorf("bucket Get after delete: %v", err)
+	}
+	if e, err := v.Update(f.ctx, "k", increment); err != nil || string(e.Value) != "1" {
+		t.Errorf("Update after delete = %+v, %v; want 1", e, err)
+	}
+}

@@ -360,6 +360,12 @@ func (t *Txn) Commit(ctx context.Context, writes []core.Write) error {
 		if !read {
 			rev, _ = v.Revision(key)
 		}
+		if w.Delete {
+			if err := t.delete(ctx, v, w.Bucket, key, rev); err != nil {
+				return err
+			}
+			continue
+		}
 		data, err := json.Marshal(w.Record)
 		if err != nil {
 			return fmt.Errorf("encoding %s record %s: %w", w.Bucket, key, err)
@@ -387,5 +393,28 @@ func (t *Txn) Commit(ctx context.Context, writes []core.Write) error {
 		}
 		t.s.mu.Unlock()
 	}
+	return nil
+}
+
+// delete deletes a record at the revision read (nothing to do when it was
+// absent); a conflict is handled as Commit's.
+func (t *Txn) delete(ctx context.Context, v *View, b core.Bucket, key string, rev uint64) error {
+	if rev == 0 {
+		return nil
+	}
+	err := v.DeleteAt(ctx, key, rev)
+	if errors.Is(err, ErrConflict) {
+		if rerr := v.Refresh(ctx, key); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	t.read[readKey{b, key}] = 0
+	t.s.mu.Lock()
+	delete(t.s.decoded[b], key)
+	t.s.mu.Unlock()
 	return nil
 }

@@ -46,6 +46,9 @@ type Write struct {
 	// OutcomeRecord.Count). The shell must store the record before it
 	// forgets it, or rebuild it from the last stored one.
 	Deferred bool
+	// Delete says the record under IDs is deleted (Record is nil): an
+	// operator's reset of a baseline or forgetting of an agent's usage.
+	Delete bool
 }
 
 // Effects are what applying one input does: verdicts and telemetry to
@@ -126,7 +129,12 @@ var ErrUnsupported = errors.New("not a telemetry event")
 // errors of its own.
 func (c *Core) Apply(st State, in Input) (Effects, error) {
 	ev := in.Event
+	if afterOperator(st, in) {
+		return Effects{}, nil // applied before the tool's last operator action (operator.go)
+	}
 	switch {
+	case ev.Operator != nil:
+		return c.applyOperator(st, in)
 	case ev.SchemaObserved != nil:
 		return c.applySchema(st, in)
 	case ev.Invocation != nil:

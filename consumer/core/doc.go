@@ -22,6 +22,11 @@
 // workflows every Options.QualityEvery outcomes of a tool, from the tool's
 // lane: that re-evaluation reads the workflows as they stand when it runs.
 //
+// Operators' actions (accept or reset a baseline, mark an agent migrated,
+// forget an agent's usage) are inputs too, on the tool's subject: the
+// tool's lane applies them in stream order, and a replay re-derives the
+// verdicts after them (operator.go).
+//
 // Observed runs (io.toolsentry.workflow.observed.v1, from traces) are
 // counted per composition in the composition lane too; every
 // ObservedCheckpoint runs of a declared workflow, its verdict compares the

@@ -34,6 +34,12 @@ func (m *MemState) Store(writes []Write) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, w := range writes {
+		if w.Delete {
+			if err := m.delete(w); err != nil {
+				return err
+			}
+			continue
+		}
 		switch r := w.Record.(type) {
 		case *BaselineRecord:
 			m.baselines[r.ToolID] = r
@@ -51,6 +57,19 @@ func (m *MemState) Store(writes []Write) error {
 		default:
 			return fmt.Errorf("core: cannot store %T", w.Record)
 		}
+	}
+	return nil
+}
+
+// delete applies a deletion; the caller holds the lock.
+func (m *MemState) delete(w Write) error {
+	switch {
+	case w.Bucket == Baselines && len(w.IDs) == 1:
+		delete(m.baselines, w.IDs[0])
+	case w.Bucket == Usage && len(w.IDs) == 2:
+		delete(m.usage[w.IDs[0]], w.IDs[1])
+	default:
+		return fmt.Errorf("core: cannot delete a %s record %q", w.Bucket, w.IDs)
 	}
 	return nil
 }

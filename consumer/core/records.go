@@ -206,8 +206,9 @@ type QualityRecord struct {
 // OutcomeRecord is the tool lane's own record of a tool (bucket outcomes,
 // key: tool): the outcomes it counted and the head of the tool's verdict
 // chain. Every QualityEvery outcomes the lane publishes the counts as a
-// quality checkpoint for the composition lane. No operator command deletes
-// it (unlike a baseline), so the chain survives `baseline reset`.
+// quality checkpoint for the composition lane. No operator action deletes
+// it (unlike a baseline or a usage record), so the chain survives
+// `baseline reset`.
 type OutcomeRecord struct {
 	ToolID    string `json:"tool_id"`
 	Calls     int64  `json:"calls"`
@@ -228,6 +229,11 @@ type OutcomeRecord struct {
 	// only this for an observation that repeated the current version; the
 	// baseline record's LastSeq now has the last one applied.)
 	ObservedSeq uint64 `json:"observed_seq,omitempty"`
+	// Operator is the last operator action applied to the tool and its
+	// result (operator.go): the command that published it waits for it
+	// here, and no input of the tool at or below its sequence is applied
+	// again.
+	Operator *OperatorResult `json:"operator,omitempty"`
 }
 
 // LastVerdict is the composition verdict last published for a workflow.
