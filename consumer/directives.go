@@ -4,8 +4,9 @@ package consumer
 // a projector follows the verdict stream with its own durable consumer and
 // writes, per (tool, agent), per tool and per composition, what the latest
 // verdict tells agents to do (events.Directive). Agents watch their own keys
-// (publisher.Agent); `toolsentry baseline accept` marks them accepted
-// (AcceptDirectives).
+// (publisher.Agent). An operator's accept reaches them as the SCHEMA_MATCH
+// verdict that the tool's lane publishes for it, which marks the agents'
+// directives about the accepted version accepted.
 
 import (
 	"context"
@@ -223,7 +224,7 @@ func (d *Directives) agentKeys(toolKey string) []string {
 }
 
 func (d *Directives) handle(ctx context.Context, m *Message) error {
-	dir, key, err := d.directiveOf(m)
+	dir, key, accepted, err := d.directiveOf(m)
 	if err != nil {
 		return permanent(err)
 	}
@@ -244,6 +245,11 @@ func (d *Directives) handle(ctx context.Context, m *Message) error {
 		return nil
 	}
 	for _, k := range d.agentKeys(key) {
+		if accepted {
+			if err := d.accept(ctx, k, dir); err != nil {
+				return err
+			}
+		}
 		err := d.put(ctx, k, func(cur *directiveHead) (events.Directive, bool) {
 			if cur == nil || cur.sequence >= dir.Verdict.Sequence || cur.toFingerprint == dir.ToFingerprint {
 				return events.Directive{}, false
@@ -261,22 +267,73 @@ func (d *Directives) handle(ctx context.Context, m *Message) error {
 	return nil
 }
 
-// directiveOf decodes a verdict message and returns the directive it sets
-// and the directive's key.
-func (d *Directives) directiveOf(m *Message) (events.Directive, string, error) {
+// directiveOf decodes a verdict message and returns the directive it sets,
+// the directive's key, and whether the verdict follows an operator's
+// accept of the tool's baseline (events.KindBaselineAccepted).
+func (d *Directives) directiveOf(m *Message) (events.Directive, string, bool, error) {
 	ev, err := d.names.Decode(m.Subject, m.Header, m.Data)
 	if err != nil {
-		return events.Directive{}, "", err
+		return events.Directive{}, "", false, err
 	}
 	dir, err := events.DirectiveOf(ev, m.StreamSeq)
 	if err != nil {
-		return events.Directive{}, "", err
+		return events.Directive{}, "", false, err
 	}
 	key, err := dir.Key()
 	if err != nil {
-		return events.Directive{}, "", err
+		return events.Directive{}, "", false, err
 	}
-	return dir, key, nil
+	accepted := false
+	if sv := ev.SchemaVerdict; sv != nil && sv.AgentID == "" {
+		a, err := events.ParseSubjectAnyPrefix(sv.InputSubject)
+		accepted = err == nil && a.Kind == events.KindBaselineAccepted
+	}
+	return dir, key, accepted, nil
+}
+
+// accept marks the agent's directive at key accepted when it is about the
+// version an operator accepted (the tool-wide verdict acc follows the
+// accept): no longer held. Its action and migration stay, because
+// accepting changes what agents are judged against, not what they send: an
+// agent that sends the old fields still needs the migration, and the core
+// does not report that drift to it again. A directive about another
+// version, newer than acc or already accepted, is left alone.
+func (d *Directives) accept(ctx context.Context, key string, acc events.Directive) error {
+	fp := acc.ToFingerprint
+	var written directiveHead
+	e, err := d.view.UpdateEntry(ctx, key, func(current Entry, found bool) ([]byte, error) {
+		written = directiveHead{}
+		if !found {
+			return nil, ErrNoChange
+		}
+		var dir events.Directive
+		if err := json.Unmarshal(current.Value, &dir); err != nil {
+			return nil, ErrNoChange // replaced by the next verdict for the agent
+		}
+		if dir.ToFingerprint != fp || dir.AcceptedFingerprint == fp || dir.Verdict.Sequence >= acc.Verdict.Sequence {
+			return nil, ErrNoChange
+		}
+		dir.Held = false
+		dir.AcceptedFingerprint = fp
+		switch dir.Action {
+		case guards.ActionProceed:
+			dir.Reason += "; baseline accepted"
+		default:
+			dir.Reason += "; baseline accepted: the agent still needs this directive until it integrates against the accepted version"
+		}
+		written = headOf(&dir, 0)
+		return json.Marshal(dir)
+	})
+	if err != nil {
+		return fmt.Errorf("marking directive %s accepted: %w", key, err)
+	}
+	if written.readable && e.Revision != 0 {
+		written.rev = e.Revision
+		d.mu.Lock()
+		d.heads[key] = written
+		d.mu.Unlock()
+	}
+	return nil
 }
 
 // put writes the directive that next derives from the head of the current
@@ -359,93 +416,6 @@ func short(fp string) string {
 		return fp[:i+13] + "…"
 	}
 	return fp
-}
-
-// AcceptDirectives records on the directives of tool (every agent's and
-// the tool-wide one) that an operator accepted fingerprint as the tool's
-// baseline: `toolsentry baseline accept` calls it after writing the
-// baseline. A directive about that version (ToFingerprint) is no longer
-// held; its action and migration stay, because accepting changes what
-// agents are judged against, not what they send: an agent that sends the
-// old fields still needs the migration, and the core does not report that
-// drift to it again. Directives about other versions are left alone. It
-// returns the number of directives it changed; writes are compare-and-set
-// and retried on conflict with the projector.
-func AcceptDirectives(ctx context.Context, kv jetstream.KeyValue, tool, fingerprint string) (int, error) {
-	toolKey, err := events.SchemaDirectiveKey(tool, "")
-	if err != nil {
-		return 0, err
-	}
-	agents, err := events.SchemaDirectiveFilter(tool)
-	if err != nil {
-		return 0, err
-	}
-	lister, err := kv.ListKeysFiltered(ctx, toolKey, agents)
-	if err != nil {
-		if errors.Is(err, jetstream.ErrNoKeysFound) {
-			return 0, nil
-		}
-		return 0, fmt.Errorf("listing the directives of %s: %w", tool, err)
-	}
-	var keys []string
-	for k := range lister.Keys() { // the lister stops its watch at the end
-		keys = append(keys, k)
-	}
-	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("listing the directives of %s: %w", tool, err)
-	}
-	changed := 0
-	for _, key := range keys {
-		ok, err := acceptDirective(ctx, kv, key, fingerprint)
-		if err != nil {
-			return changed, err
-		}
-		if ok {
-			changed++
-		}
-	}
-	return changed, nil
-}
-
-func acceptDirective(ctx context.Context, kv jetstream.KeyValue, key, fingerprint string) (bool, error) {
-	for range DefaultMaxAttempts {
-		e, err := kv.Get(ctx, key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			return false, nil
-		}
-		if err != nil {
-			return false, fmt.Errorf("reading directive %s: %w", key, err)
-		}
-		var dir events.Directive
-		if err := json.Unmarshal(e.Value(), &dir); err != nil {
-			return false, fmt.Errorf("directive %s: %w: %w", key, ErrCorruptState, err)
-		}
-		if dir.ToFingerprint != fingerprint || dir.AcceptedFingerprint == fingerprint {
-			return false, nil
-		}
-		dir.Held = false
-		dir.AcceptedFingerprint = fingerprint
-		switch dir.Action {
-		case guards.ActionProceed:
-			dir.Reason += "; baseline accepted"
-		default:
-			dir.Reason += "; baseline accepted: the agent still needs this directive until it integrates against the accepted version"
-		}
-		data, err := json.Marshal(dir)
-		if err != nil {
-			return false, err
-		}
-		_, err = kv.Update(ctx, key, data, e.Revision())
-		switch {
-		case err == nil:
-			return true, nil
-		case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
-			continue
-		default:
-			return false, fmt.Errorf("writing directive %s: %w", key, err)
-		}
-	}
-	return false, fmt.Errorf("writing directive %s: %w", key, ErrTooManyConflicts)
 }
 
 // startServiceDirectives starts the projector of a Service, unless disabled.

@@ -154,9 +154,11 @@ func TestDirectivesReplayChangesNothing(t *testing.T) {
 	}
 }
 
-// TestAcceptDirectives: accepting the drifted version releases the hold on
-// the agent's directive but keeps its migration (the agent still sends the
-// old field); a second accept changes nothing.
+// TestAcceptDirectives: an operator's accept of the drifted version,
+// applied by the tool's lane, releases the hold on the agent's directive
+// but keeps its migration (the agent still sends the old field); the
+// tool-wide directive becomes the accept's SCHEMA_MATCH; a second accept
+// changes nothing.
 func TestAcceptDirectives(t *testing.T) {
 	_, url := natstest.RunServer(t)
 	w := startWorker(t, url)
@@ -165,23 +167,32 @@ func TestAcceptDirectives(t *testing.T) {
 	publish(t, w.js, invocation(t, "crm.lookup", "agent-a", `{"user_id":"u"}`))
 	publish(t, w.js, observation(t, "crm.lookup", crmRenamed))
 	agentKey, _ := events.SchemaDirectiveKey("crm.lookup", "agent-a")
-	d := waitDirective(t, kv, agentKey, "drift", func(d events.Directive) bool { return d.Action == guards.ActionMigrate })
+	toolKey, _ := events.SchemaDirectiveKey("crm.lookup", "")
+	d := waitDirective(t, kv, agentKey, "drift", func(d events.Directive) bool { return d.Action == guards.ActionMigrate && d.Held })
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	n, err := consumer.AcceptDirectives(ctx, kv, "crm.lookup", d.ToFingerprint)
-	if err != nil || n != 1 {
-		t.Fatalf("AcceptDirectives = %d, %v; want 1 changed", n, err)
+	accept := func() {
+		m, err := names.NewOperatorAction(meta(), events.KindBaselineAccepted,
+			events.OperatorAction{ToolID: "crm.lookup", Fingerprint: d.ToFingerprint, Operator: "ana", Reason: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		publish(t, w.js, m)
 	}
-	got, _ := readDirective(t, kv, agentKey)
+	accept()
+	got := waitDirective(t, kv, agentKey, "accepted", func(d events.Directive) bool { return d.AcceptedFingerprint != "" })
 	if got.Held || got.AcceptedFingerprint != d.ToFingerprint || got.Action != guards.ActionMigrate || len(got.Migration.Steps) != 1 || got.Verdict != d.Verdict {
 		t.Errorf("accepted directive %+v", got)
 	}
-	if n, err := consumer.AcceptDirectives(ctx, kv, "crm.lookup", d.ToFingerprint); err != nil || n != 0 {
-		t.Errorf("second accept = %d, %v; want 0", n, err)
+	tool := waitDirective(t, kv, toolKey, "the accept's SCHEMA_MATCH", func(d events.Directive) bool { return d.Verdict.Name == string(guards.SchemaMatch) })
+	if tool.ToFingerprint != d.ToFingerprint || tool.Action != guards.ActionProceed {
+		t.Errorf("tool-wide directive after accept %+v", tool)
 	}
-	if n, err := consumer.AcceptDirectives(ctx, kv, "other.tool", "sha256:x"); err != nil || n != 0 {
-		t.Errorf("accept of a tool without directives = %d, %v", n, err)
+	_, rev := readDirective(t, kv, agentKey)
+	accept()
+	waitHandled(t, w.js)
+	waitConsumerSettled(t, w.js, "TOOLSENTRY_VERDICTS", "toolsentry-directives")
+	if _, after := readDirective(t, kv, agentKey); after != rev {
+		t.Errorf("a second accept rewrote the agent's directive (revision %d, was %d)", after, rev)
 	}
 }
 

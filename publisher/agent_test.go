@@ -227,13 +227,9 @@ func TestAgentMigrationSurvivesBaselineAccept(t *testing.T) {
 	waitGuard(t, a, tool, args, "migration", func(out json.RawMessage, err error) bool { return err == nil && string(out) == `{"userId":"u"}` })
 	dec, _ := a.Decide(l.ctx, tool, json.RawMessage(args))
 
-	kv, err := l.js.KeyValue(l.ctx, "toolsentry-directives")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n, err := consumer.AcceptDirectives(l.ctx, kv, tool, dec.Directive.ToFingerprint); err != nil || n != 1 {
-		t.Fatalf("AcceptDirectives = %d, %v", n, err)
-	}
+	var names events.Names
+	l.publish(names.NewOperatorAction(meta(), events.KindBaselineAccepted,
+		events.OperatorAction{ToolID: tool, Fingerprint: dec.Directive.ToFingerprint, Operator: "ana"}))
 	natstest.Eventually(t, 10*time.Second, "accept seen by the agent", func() bool {
 		d, err := a.Decide(l.ctx, tool, json.RawMessage(args))
 		return err == nil && d.Directive.AcceptedFingerprint != "" && !d.Directive.Held && string(d.Arguments) == `{"userId":"u"}`

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolsentry/toolsentry/consumer/core"
+	"github.com/toolsentry/toolsentry/events"
 )
 
 func init() {
@@ -28,8 +29,8 @@ func init() {
 
 const baselineUsage = `Usage: toolsentry baseline list [--json]
        toolsentry baseline show TOOL
-       toolsentry baseline accept TOOL [--fingerprint FP]
-       toolsentry baseline reset TOOL --yes
+       toolsentry baseline accept TOOL [--fingerprint FP] [--reason TEXT]
+       toolsentry baseline reset TOOL --yes [--reason TEXT]
 
 Operates on the baselines that ` + "`toolsentry serve`" + ` keeps per tool (KV bucket
 toolsentry-baselines): the schema version agents are judged against. When a
@@ -43,47 +44,55 @@ DRIFT_ON_USED_FIELDS verdict) until an operator accepts the new version.
            versions with their MCP Tool objects; "seen" counts the
            observations of the current version (repeats publish no
            verdict), "last_seen" is the time of the last one
-  accept   make the current version the baseline and release the hold. The
-           write is a compare-and-set on the record's revision, retried when
-           serve writes the record at the same time; if the current version
-           itself changes meanwhile, accept refuses (exit 1): look again and
-           re-run. A tool with nothing held is left as it is (exit 0).
-           The agents' directives (toolsentry guard) about the accepted
-           version are marked accepted and no longer held; their migration
-           stays in force, since the agents still send the old fields.
-  reset    delete the record: the tool's next observation becomes its new
+  accept   make the current version the baseline and release the hold
+  reset    forget the baseline: the tool's next observation becomes its new
            baseline (verdict NO_BASELINE) and any held drift is forgotten
 
+accept and reset do not write the bucket: they publish an operator event
+(io.toolsentry.operator.baseline.accepted.v1 / ...reset.v1) on the tool's
+telemetry subject, recording who (--operator), why (--reason) and what was
+seen (the fingerprint), and wait until serve's lane for the tool has applied
+it, in stream order with the tool's observations and calls. So replay
+re-derives what follows, and the tool's verdict chain has one writer.
+accept names the current version it read (or --fingerprint): if the tool has
+moved on to another version meanwhile, serve refuses the accept (exit 1):
+look again and re-run. An applied accept publishes a SCHEMA_MATCH verdict for
+the tool; the agents' directives (toolsentry guard) about the accepted version
+are then marked accepted and no longer held; their migration stays in force,
+since the agents still send the old fields (` + "`toolsentry agent migrated`" + `
+clears it). A tool with nothing held is left as it is (exit 0).
+
 Exit status: 0 on success; 1 when the tool has no baseline ("no baseline for
-tool X"), the bucket does not exist (serve never ran with this prefix) or
-NATS cannot be reached; 2 on a usage error.
+tool X"), serve refused the action (its reason is printed) or did not apply
+it within --wait, the bucket does not exist (serve never ran with this
+prefix) or NATS cannot be reached; 2 on a usage error.
 
 Flags (they may come before or after the arguments):
   --json             list: print a JSON array of {"tool_id",
                      "baseline_fingerprint", "current_fingerprint", "held",
                      "version", "last_seq", "revision"} (default: false)
   --fingerprint FP   accept: accept only if the current version has this
-                     fingerprint, as shown by list or show (default: any)
+                     fingerprint, as shown by list or show (default: the
+                     current version as read now)
   --yes              reset: confirm the deletion (required)
-
+accept and reset:
+` + operatorFlagsHelp + `
 ` + connFlagsHelp + `
 Examples:
   toolsentry baseline list
-  toolsentry baseline accept crm.lookup
+  toolsentry baseline accept crm.lookup --reason "CRM v2 rollout"
   toolsentry baseline reset crm.lookup --yes
 `
 
 // errNoBaseline is returned for a tool without a baseline record.
 var errNoBaseline = errors.New("no baseline for tool")
 
-// maxAcceptAttempts bounds accept's compare-and-set attempts.
-const maxAcceptAttempts = 5
-
 func runBaseline(ctx context.Context, args []string, sio stdio) error {
 	fs := flag.NewFlagSet("baseline", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "")
 	fingerprint := fs.String("fingerprint", "", "")
 	yes := fs.Bool("yes", false, "")
+	op := addOperatorFlags(fs)
 	conn := addConnFlags(fs)
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -114,6 +123,11 @@ func runBaseline(ctx context.Context, args []string, sio stdio) error {
 		return usageErrorf("--yes goes with baseline reset")
 	case sub == "reset" && !*yes:
 		return usageErrorf("baseline reset forgets the baseline of %s: its next observation becomes the new baseline (NO_BASELINE) and held drift is dropped; add --yes to do it", pos[0])
+	case flagSet(fs, "reason", "operator", "wait") && sub != "accept" && sub != "reset":
+		return usageErrorf("--reason, --operator and --wait go with baseline accept and reset")
+	}
+	if err := op.validate(); err != nil {
+		return err
 	}
 	names, err := conn.names()
 	if err != nil {
@@ -141,20 +155,33 @@ func runBaseline(ctx context.Context, args []string, sio stdio) error {
 	case "show":
 		return showBaseline(ctx, kv, pos[0], sio.out)
 	case "accept":
-		msg, err := acceptBaseline(ctx, kv, pos[0], *fingerprint)
+		_, rec, err := getBaseline(ctx, kv, pos[0])
 		if err != nil {
 			return err
 		}
-		fmt.Fprintln(sio.out, msg)
-		return acceptDirectives(ctx, js, names, kv, pos[0], sio)
+		want := *fingerprint
+		if want == "" {
+			want = rec.Current.Fingerprint // what the operator sees now
+		}
+		return operate(ctx, js, names, events.KindBaselineAccepted, events.OperatorAction{ToolID: pos[0], Fingerprint: want}, op, "toolsentry/baseline", sio)
 	default:
-		msg, err := resetBaseline(ctx, kv, pos[0])
+		_, rec, err := getBaseline(ctx, kv, pos[0])
 		if err != nil {
 			return err
 		}
-		fmt.Fprintln(sio.out, msg)
-		return nil
+		return operate(ctx, js, names, events.KindBaselineReset, events.OperatorAction{ToolID: pos[0], Fingerprint: rec.Baseline.Fingerprint}, op, "toolsentry/baseline", sio)
 	}
+}
+
+// flagSet reports whether any of the named flags was given.
+func flagSet(fs *flag.FlagSet, names ...string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) {
+		for _, n := range names {
+			set = set || f.Name == n
+		}
+	})
+	return set
 }
 
 // baselineSummary is one line of list.
@@ -319,68 +346,4 @@ func showBaseline(ctx context.Context, kv jetstream.KeyValue, tool string, out i
 	b.WriteByte('\n')
 	_, err = out.Write(b.Bytes())
 	return err
-}
-
-// acceptBaseline makes the current version of tool its baseline, with a
-// compare-and-set on the record's revision, and says what changed. want,
-// if set, is the fingerprint the operator accepts.
-func acceptBaseline(ctx context.Context, kv jetstream.KeyValue, tool, want string) (string, error) {
-	seen := "" // the current fingerprint at the first read
-	for range maxAcceptAttempts {
-		e, rec, err := getBaseline(ctx, kv, tool)
-		if err != nil {
-			return "", err
-		}
-		cur := rec.Current.Fingerprint
-		switch {
-		case seen != "" && cur != seen:
-			return "", fmt.Errorf("%s: the current version changed from %s to %s while accepting: nothing accepted; check `toolsentry baseline show %s` and accept again", tool, shortFingerprint(seen), shortFingerprint(cur), tool)
-		case want != "" && cur != want:
-			return "", fmt.Errorf("%s: the current version is %s, not %s: nothing accepted", tool, cur, want)
-		}
-		seen = cur
-		if !rec.Held && rec.Baseline.Fingerprint == rec.Current.Fingerprint {
-			return fmt.Sprintf("%s: nothing held: the baseline %s is the current version", tool, shortFingerprint(rec.Baseline.Fingerprint)), nil
-		}
-		old := rec.Baseline
-		rec.Accept()
-		data, err := json.Marshal(rec)
-		if err != nil {
-			return "", err
-		}
-		_, err = kv.Update(ctx, e.Key(), data, e.Revision())
-		switch {
-		case err == nil:
-			msg := fmt.Sprintf("%s: baseline %s → %s", tool, shortFingerprint(old.Fingerprint), shortFingerprint(rec.Baseline.Fingerprint))
-			if rec.Baseline.Version != "" {
-				msg += " (version " + rec.Baseline.Version + ")"
-			}
-			return msg, nil
-		case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyExists):
-			continue // written meanwhile: read again
-		default:
-			return "", fmt.Errorf("writing the baseline of %s: %w", tool, err)
-		}
-	}
-	return "", fmt.Errorf("%s: the record changed under each of %d attempts to accept: nothing accepted; try again", tool, maxAcceptAttempts)
-}
-
-// resetBaseline deletes tool's record, at the revision it read.
-func resetBaseline(ctx context.Context, kv jetstream.KeyValue, tool string) (string, error) {
-	for range maxAcceptAttempts {
-		e, rec, err := getBaseline(ctx, kv, tool)
-		if err != nil {
-			return "", err
-		}
-		err = kv.Delete(ctx, e.Key(), jetstream.LastRevision(e.Revision()))
-		switch {
-		case err == nil:
-			return fmt.Sprintf("%s: baseline %s deleted; the next observation becomes the baseline", tool, shortFingerprint(rec.Baseline.Fingerprint)), nil
-		case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyExists):
-			continue
-		default:
-			return "", fmt.Errorf("deleting the baseline of %s: %w", tool, err)
-		}
-	}
-	return "", fmt.Errorf("%s: the record changed under each of %d attempts to delete it; try again", tool, maxAcceptAttempts)
 }

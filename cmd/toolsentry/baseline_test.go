@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -167,155 +165,6 @@ func jsonEqual(a, b []byte) bool {
 	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && cmp.Equal(x, y)
 }
 
-func TestBaselineAccept(t *testing.T) {
-	srv := startProvisioned(t, "")
-	ctx := testCtx(t, cmdTimeout)
-	putRecord(t, ctx, srv.res.Baselines, heldRecord("crm.lookup"))
-	out, errOut, code := runCtx(ctx, "", "baseline", "accept", "crm.lookup", "--nats-url", srv.url)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
-	if want := "crm.lookup: baseline sha256:aaaaaaaaaaaa… → sha256:bbbbbbbbbbbb… (version 2)\n"; out != want {
-		t.Errorf("output %q, want %q", out, want)
-	}
-	got, rev := getRecord(t, ctx, srv.res.Baselines, "crm.lookup")
-	want := heldRecord("crm.lookup")
-	want.Accept()
-	if d := cmp.Diff(want, got, cmp.Comparer(func(a, b json.RawMessage) bool { return jsonEqual(a, b) })); d != "" {
-		t.Errorf("record after accept (-want +got):\n%s", d)
-	}
-
-	// Accepting again finds nothing held and writes nothing.
-	out, errOut, code = runCtx(ctx, "", "baseline", "accept", "crm.lookup", "--nats-url", srv.url)
-	if code != 0 || out != "crm.lookup: nothing held: the baseline sha256:bbbbbbbbbbbb… is the current version\n" {
-		t.Errorf("second accept: exit %d, output %q, stderr %s", code, out, errOut)
-	}
-	if _, again := getRecord(t, ctx, srv.res.Baselines, "crm.lookup"); again != rev {
-		t.Errorf("nothing to accept, yet the record was written (revision %d → %d)", rev, again)
-	}
-}
-
-func TestBaselineAcceptFingerprint(t *testing.T) {
-	srv := startProvisioned(t, "")
-	ctx := testCtx(t, cmdTimeout)
-	rev := putRecord(t, ctx, srv.res.Baselines, heldRecord("crm.lookup"))
-	_, errOut, code := runCtx(ctx, "", "baseline", "accept", "crm.lookup", "--fingerprint", fp("d"), "--nats-url", srv.url)
-	if code != 1 || !strings.Contains(errOut, "the current version is "+fp("b")+", not "+fp("d")) {
-		t.Errorf("exit %d, stderr %q; want a refusal naming both fingerprints", code, errOut)
-	}
-	if rec, now := getRecord(t, ctx, srv.res.Baselines, "crm.lookup"); now != rev || !rec.Held {
-		t.Errorf("a refused accept wrote the record")
-	}
-	_, errOut, code = runCtx(ctx, "", "baseline", "accept", "crm.lookup", "--fingerprint", fp("b"), "--nats-url", srv.url)
-	if rec, _ := getRecord(t, ctx, srv.res.Baselines, "crm.lookup"); code != 0 || rec.Held || rec.Baseline.Fingerprint != fp("b") {
-		t.Errorf("accept --fingerprint of the current version: exit %d, stderr %s, record %+v", code, errOut, rec)
-	}
-}
-
-// racingKV is a real bucket on which another writer (as serve would) writes
-// the record right after accept reads it, for the first `races` reads.
-type racingKV struct {
-	jetstream.KeyValue
-	t     *testing.T
-	mu    sync.Mutex
-	races int
-	write func(rec *core.BaselineRecord)
-}
-
-func (k *racingKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
-	e, err := k.KeyValue.Get(ctx, key)
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if err != nil || k.races == 0 {
-		return e, err
-	}
-	k.races--
-	var rec core.BaselineRecord
-	if err := json.Unmarshal(e.Value(), &rec); err != nil {
-		k.t.Error(err)
-	}
-	k.write(&rec)
-	data, _ := json.Marshal(rec)
-	if _, err := k.KeyValue.Update(ctx, key, data, e.Revision()); err != nil {
-		k.t.Errorf("concurrent writer: %v", err)
-	}
-	return e, nil
-}
-
-func TestBaselineAcceptRetriesOnConflict(t *testing.T) {
-	srv := startProvisioned(t, "")
-	ctx := testCtx(t, cmdTimeout)
-	rev := putRecord(t, ctx, srv.res.Baselines, heldRecord("crm.lookup"))
-	// serve applies a re-observation of the same current version meanwhile.
-	kv := &racingKV{KeyValue: srv.res.Baselines, t: t, races: 1, write: func(r *core.BaselineRecord) { r.LastSeq = 9 }}
-	msg, err := acceptBaseline(ctx, kv, "crm.lookup", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(msg, "→ sha256:bbbbbbbbbbbb…") {
-		t.Errorf("message %q", msg)
-	}
-	got, now := getRecord(t, ctx, srv.res.Baselines, "crm.lookup")
-	if now != rev+2 {
-		t.Errorf("revision %d, want %d: the concurrent write and then accept's", now, rev+2)
-	}
-	if got.Held || got.Baseline.Fingerprint != fp("b") || got.LastSeq != 9 {
-		t.Errorf("record %+v: want accepted (baseline b, not held) with the concurrent writer's last_seq 9 kept", got)
-	}
-}
-
-func TestBaselineAcceptRefusesWhenTheCurrentVersionChanges(t *testing.T) {
-	srv := startProvisioned(t, "")
-	ctx := testCtx(t, cmdTimeout)
-	putRecord(t, ctx, srv.res.Baselines, heldRecord("crm.lookup"))
-	// serve observes yet another version while the operator accepts.
-	kv := &racingKV{KeyValue: srv.res.Baselines, t: t, races: 1, write: func(r *core.BaselineRecord) {
-		r.Current, r.LastSeq = toolVersion("e", "3", 11), 11
-	}}
-	_, err := acceptBaseline(ctx, kv, "crm.lookup", "")
-	if err == nil || !strings.Contains(err.Error(), "changed from sha256:bbbbbbbbbbbb… to sha256:eeeeeeeeeeee… while accepting") {
-		t.Fatalf("err %v; want a refusal naming both versions", err)
-	}
-	if got, _ := getRecord(t, ctx, srv.res.Baselines, "crm.lookup"); !got.Held || got.Baseline.Fingerprint != fp("a") || got.Current.Fingerprint != fp("e") {
-		t.Errorf("record %+v: want the concurrent writer's, not accepted", got)
-	}
-}
-
-func TestBaselineAcceptGivesUp(t *testing.T) {
-	srv := startProvisioned(t, "")
-	ctx := testCtx(t, cmdTimeout)
-	putRecord(t, ctx, srv.res.Baselines, heldRecord("crm.lookup"))
-	kv := &racingKV{KeyValue: srv.res.Baselines, t: t, races: maxAcceptAttempts, write: func(r *core.BaselineRecord) { r.LastSeq++ }}
-	_, err := acceptBaseline(ctx, kv, "crm.lookup", "")
-	if err == nil || !strings.Contains(err.Error(), "changed under each of 5 attempts") {
-		t.Fatalf("err %v; want giving up after %d attempts", err, maxAcceptAttempts)
-	}
-	if got, _ := getRecord(t, ctx, srv.res.Baselines, "crm.lookup"); !got.Held {
-		t.Error("accepted despite every attempt conflicting")
-	}
-}
-
-func TestBaselineReset(t *testing.T) {
-	srv := startProvisioned(t, "")
-	ctx := testCtx(t, cmdTimeout)
-	putRecord(t, ctx, srv.res.Baselines, heldRecord("crm.lookup"))
-
-	_, errOut, code := runCtx(ctx, "", "baseline", "reset", "crm.lookup", "--nats-url", srv.url)
-	if code != 2 || !strings.Contains(errOut, "add --yes") {
-		t.Errorf("reset without --yes: exit %d, stderr %q; want 2 and the advice", code, errOut)
-	}
-	getRecord(t, ctx, srv.res.Baselines, "crm.lookup") // still there
-
-	out, errOut, code := runCtx(ctx, "", "baseline", "reset", "--yes", "crm.lookup", "--nats-url", srv.url)
-	if code != 0 || out != "crm.lookup: baseline sha256:aaaaaaaaaaaa… deleted; the next observation becomes the baseline\n" {
-		t.Errorf("reset --yes: exit %d, output %q, stderr %s", code, out, errOut)
-	}
-	key, _ := core.Key("crm.lookup")
-	if _, err := srv.res.Baselines.Get(ctx, key); !errors.Is(err, jetstream.ErrKeyNotFound) {
-		t.Errorf("after reset, get: %v; want key not found", err)
-	}
-}
-
 func TestBaselineMissingTool(t *testing.T) {
 	srv := startProvisioned(t, "")
 	ctx := testCtx(t, cmdTimeout)
@@ -339,6 +188,8 @@ func TestBaselineUsageErrors(t *testing.T) {
 		{"show", "x", "--json"},
 		{"list", "--yes"},
 		{"show", "x", "--fingerprint", "sha256:x"},
+		{"list", "--reason", "why"},
+		{"accept", "x", "--wait", "-1s"},
 	} {
 		_, errOut, code := runCtx(testCtx(t, cmdTimeout), "", append([]string{"baseline", "--nats-url", url}, args...)...)
 		if code != 2 {

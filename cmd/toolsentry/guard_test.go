@@ -149,10 +149,11 @@ func TestGuardThreeWaysAgree(t *testing.T) {
 		t.Errorf("guard: exit %d, %q, %s", code, out, errOut)
 	}
 
-	// The operator accepts the rename: the agent still sends user_id, so its
-	// directive keeps the migration, marked accepted.
+	// The operator accepts the rename: serve publishes a SCHEMA_MATCH for
+	// the accept, and the directives projector marks the agent's directive
+	// accepted; the agent still sends user_id, so it keeps the migration.
 	out, errOut, code := runCtx(ctx, "", "baseline", "accept", "crm.lookup", "--nats-url", s.natsURL)
-	if code != 0 || !strings.Contains(out, "1 directive(s) marked accepted") {
+	if code != 0 || !strings.Contains(out, "baseline of crm.lookup") || !strings.Contains(out, ", verdict ") {
 		t.Errorf("baseline accept: exit %d, %q, %s", code, out, errOut)
 	}
 	consumerWait(t, func() bool {

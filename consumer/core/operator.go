@@ -30,7 +30,7 @@ import (
 //
 // The result, applied or refused and why, is recorded in the tool's
 // outcome record (OutcomeRecord.Operator), which the command that
-// published the action polls. Effectively once: the outcome record keeps
+// published the action polls until it is Done. Effectively once: the outcome record keeps
 // the sequence of the last action applied, and every input of the tool at
 // or below it was applied before (the lane applies a tool's inputs in
 // order, each fully before the next), so a redelivery of any of them
@@ -56,6 +56,8 @@ type OperatorResult struct {
 	Message  string `json:"message"` // what happened, in words
 	// Verdict is the id of the verdict the action published, if any.
 	Verdict string `json:"verdict,omitempty"`
+	// Done says every write of the action is stored (applyOperator).
+	Done bool `json:"done,omitempty"`
 }
 
 // afterOperator reports whether in is an input of a tool's lane that was
@@ -81,17 +83,21 @@ func afterOperator(st State, in Input) bool {
 }
 
 // applyOperator applies one operator action.
-func (c *Core) applyOperator(st State, in Input) (eff Effects, err error) {
+//
+// Its writes begin and end with the tool's outcome record: first with the
+// result (Done false), which marks the action applied, then the baseline or
+// usage writes, then the result again with Done true, which says every
+// write is stored (the command that published the action waits for it).
+// A redelivery of an action whose first write was stored but not the rest
+// applies it again for those writes, without publishing its verdict again
+// and keeping the result recorded first.
+func (c *Core) applyOperator(st State, in Input) (Effects, error) {
 	op := in.Event.Operator
 	ov := newOverlay(st)
-	if o, ok := st.Outcomes(op.ToolID); ok && o.Operator != nil && o.Operator.Seq == in.Seq {
-		// Its outcome record, written first, was stored, but maybe not
-		// the rest: applied again for those writes, without publishing
-		// its verdict again or recording another result.
-		defer redoWrites(&eff, op.ToolID)()
-	}
 	res := OperatorResult{Seq: in.Seq, EventID: in.Event.ID, Action: in.Event.Kind.String(), AgentID: op.AgentID,
 		Operator: op.Operator, Reason: op.Reason}
+	var eff Effects
+	var err error
 	switch in.Event.Kind {
 	case events.KindBaselineAccepted:
 		err = c.acceptBaseline(ov, in, &eff, &res)
@@ -115,20 +121,18 @@ func (c *Core) applyOperator(st State, in Input) (eff Effects, err error) {
 		o = cloneOutcomes(prev)
 	}
 	o.Operator = &res
-	ov.write(&eff, Write{Bucket: Outcomes, IDs: []string{op.ToolID}, Record: o})
-	// The outcome record first: it marks the action applied, and the
-	// redelivery of an action whose other writes failed redoes them.
-	slices.SortStableFunc(eff.Writes, func(a, b Write) int {
-		return boolInt(b.Bucket == Outcomes) - boolInt(a.Bucket == Outcomes)
-	})
-	return eff, nil
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
+	if prev, ok := st.Outcomes(op.ToolID); ok && prev.Operator != nil && prev.Operator.Seq == in.Seq {
+		o = prev // applied before, up to some of its writes: what it recorded stands
+		eff.Verdicts = nil
 	}
-	return 0
+	writes := slices.DeleteFunc(eff.Writes, func(w Write) bool { return w.Bucket == Outcomes && w.IDs[0] == op.ToolID })
+	done := cloneOutcomes(o)
+	r := *o.Operator
+	r.Done = true
+	done.Operator = &r
+	eff.Writes = slices.Concat([]Write{{Bucket: Outcomes, IDs: []string{op.ToolID}, Record: o}}, writes,
+		[]Write{{Bucket: Outcomes, IDs: []string{op.ToolID}, Record: done}})
+	return eff, nil
 }
 
 // acceptBaseline makes the tool's current version its baseline if it is

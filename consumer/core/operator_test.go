@@ -250,10 +250,14 @@ func TestOperatorWritesOutcomeFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(eff.Writes) != 2 || eff.Writes[0].Bucket != Outcomes || eff.Writes[1].Bucket != Baselines {
+	if len(eff.Writes) != 3 || eff.Writes[0].Bucket != Outcomes || eff.Writes[1].Bucket != Baselines || eff.Writes[2].Bucket != Outcomes {
 		t.Fatalf("writes %+v", eff.Writes)
 	}
-	// Only the outcome record was stored: the redelivery writes the
+	first, last := eff.Writes[0].Record.(*OutcomeRecord).Operator, eff.Writes[2].Record.(*OutcomeRecord).Operator
+	if first.Done || !last.Done || first.Result != OperatorApplied || last.Result != OperatorApplied {
+		t.Fatalf("results first %+v, last %+v", first, last)
+	}
+	// Only the first outcome write was stored: the redelivery writes the
 	// baseline, publishes nothing again and keeps the result.
 	if err := h.state.Store(eff.Writes[:1]); err != nil {
 		t.Fatal(err)
@@ -262,7 +266,16 @@ func TestOperatorWritesOutcomeFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(again.Verdicts) != 0 || len(again.Writes) != 1 || again.Writes[0].Bucket != Baselines {
+	if len(again.Verdicts) != 0 || len(again.Writes) != 3 || again.Writes[1].Bucket != Baselines {
 		t.Fatalf("redelivery: %d verdicts, writes %+v", len(again.Verdicts), again.Writes)
+	}
+	if got := *again.Writes[2].Record.(*OutcomeRecord).Operator; got != *last {
+		t.Errorf("redelivery records %+v, want %+v", got, *last)
+	}
+	if err := h.state.Store(again.Writes); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _ := h.state.Baseline("crm.lookup"); rec.Held || rec.LastSeq != 100 {
+		t.Errorf("after the redelivery: %+v", rec)
 	}
 }
