@@ -39,7 +39,7 @@ func files(t *testing.T, exts ...string) []string {
 // with nats-server's own parser and option checks (accounts, permissions,
 // cluster, JetStream), as nats-server -c does before it starts.
 func TestNATSConfigsParse(t *testing.T) {
-	for _, v := range []string{"TOOLSENTRY_AGENT_PASSWORD", "TOOLSENTRY_WORKER_PASSWORD", "TOOLSENTRY_SUBSCRIBER_PASSWORD"} {
+	for _, v := range []string{"TOOLSENTRY_AGENT_PASSWORD", "TOOLSENTRY_WORKER_PASSWORD", "TOOLSENTRY_SUBSCRIBER_PASSWORD", "TOOLSENTRY_OPERATOR_PASSWORD"} {
 		t.Setenv(v, "test-"+strings.ToLower(v))
 	}
 	confs := files(t, ".conf")
@@ -74,7 +74,7 @@ func TestNATSConfigsParse(t *testing.T) {
 					t.Errorf("user %s has no publish and subscribe permissions: it could do anything", u.Username)
 				}
 			}
-			for _, want := range []string{"agent", "worker", "subscriber"} {
+			for _, want := range []string{"agent", "worker", "subscriber", "operator"} {
 				if !users[want] {
 					t.Errorf("%s defines no user %q (users: %v)", path, want, users)
 				}

@@ -27,7 +27,7 @@ const accountsConf = "../../deploy/nats/accounts.conf"
 func setDeployPasswords(t *testing.T) map[string]string {
 	t.Helper()
 	pw := map[string]string{}
-	for _, user := range []string{"agent", "worker", "subscriber"} {
+	for _, user := range []string{"agent", "worker", "subscriber", "operator"} {
 		b := make([]byte, 12)
 		if _, err := rand.Read(b); err != nil {
 			t.Fatal(err)
@@ -83,7 +83,9 @@ func connectAs(t *testing.T, url, user, password string, opts ...nats.Option) (*
 // no stream delete, no peeking at the workers' inboxes); a worker (serve)
 // processes the agent's events end to end without a single permission
 // violation; a subscriber reads the verdict and watches the directives
-// bucket, and cannot read telemetry or state.
+// bucket, and cannot read telemetry or state; an operator accepts the
+// drift through serve, and publishes nothing else; agents cannot publish
+// operator events.
 func TestDeployAccountsPermissions(t *testing.T) {
 	unsetServeEnv(t)
 	pw := setDeployPasswords(t)
@@ -293,6 +295,57 @@ func TestDeployAccountsPermissions(t *testing.T) {
 			t.Fatal(err)
 		}
 		natstestWait(t, func() bool { return subErrs.has(`Permissions Violation for Subscription to "_INBOX_workers.>"`) })
+	})
+
+	// The operator accepts the drift with `toolsentry baseline accept`: it
+	// reads the baseline, publishes the accept event, and reads the result
+	// serve applied; agents cannot publish operator events.
+	opArgs := []string{"--nats-url", url, "--nats-user", "operator", "--nats-password", pw["operator"], "--nats-inbox-prefix", "_INBOX_operators"}
+	out, errOut, code = runCtx(testCtx(t, cmdTimeout), "", append([]string{"baseline", "list"}, opArgs...)...)
+	if code != 0 || !strings.Contains(out, "held") {
+		t.Fatalf("baseline list as operator: exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	out, errOut, code = runCtx(testCtx(t, cmdTimeout), "", append([]string{"baseline", "accept", "crm.lookup", "--reason", "permissions test"}, opArgs...)...)
+	if code != 0 || !strings.Contains(out, "baseline of crm.lookup") {
+		t.Fatalf("baseline accept as operator: exit %d\nstdout: %s\nstderr: %s\nserve: %s", code, out, errOut, w.logs)
+	}
+	_, opJS, opErrs := connectAs(t, url, "operator", pw["operator"], nats.CustomInboxPrefix("_INBOX_operators"))
+	t.Run("agent cannot publish operator events", func(t *testing.T) {
+		for _, kind := range []string{"baseline_accepted", "baseline_reset", "agent_migrated", "agent_forgotten"} {
+			subj := "toolsentry.telemetry." + kind + ".crm=2Elookup"
+			c, cc := short()
+			_, err := agent.Publish(c, subj, []byte(`{}`))
+			cc()
+			if err == nil {
+				t.Errorf("agent published on %s", subj)
+			}
+			natstestWait(t, func() bool { return agentErrs.has(`Permissions Violation for Publish to "` + subj) })
+		}
+	})
+	t.Run("operator publishes nothing else and writes no bucket", func(t *testing.T) {
+		for _, subj := range []string{"toolsentry.telemetry.invocation.crm=2Elookup", "toolsentry.telemetry.schema.crm=2Elookup", "toolsentry.verdicts.schema.schema_match.crm=2Elookup"} {
+			c, cc := short()
+			_, err := opJS.Publish(c, subj, []byte(`{}`))
+			cc()
+			if err == nil {
+				t.Errorf("operator published on %s", subj)
+			}
+			natstestWait(t, func() bool { return opErrs.has(`Permissions Violation for Publish to "` + subj) })
+		}
+		c, cc := short()
+		defer cc()
+		kv, err := opJS.KeyValue(c, "toolsentry-baselines")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kv.Put(c, "crm=2Elookup", []byte(`{}`)); err == nil {
+			t.Error("operator wrote a baseline")
+		}
+		c2, cc2 := short()
+		defer cc2()
+		if _, err := opJS.KeyValue(c2, "toolsentry-usage"); err == nil {
+			t.Error("operator opened the usage bucket")
+		}
 	})
 
 	// The worker did everything it does (provision, consume, verdicts,
