@@ -33,6 +33,9 @@ const operatorFlagsHelp = `  --reason TEXT      why, recorded in the event (defa
   --operator NAME    who, recorded in the event (default: $USER@host)
   --wait DURATION    how long to wait for serve to apply the action
                      (default 30s; 0: publish and do not wait)
+With deploy/nats/accounts.conf, act as its operator user:
+  --nats-user operator --nats-inbox-prefix _INBOX_operators
+  (password in $TOOLSENTRY_NATS_PASSWORD)
 `
 
 // operatorFlags say who acts, why, and how long to wait.

@@ -319,3 +319,25 @@ func TestOperatorBadEventDeadLettered(t *testing.T) {
 	}
 	sc.replayClean("a dead-lettered operator event")
 }
+
+func TestAgentUsageErrors(t *testing.T) {
+	url := freeURL(t) // usage errors are found before connecting
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{}, "one subcommand"},
+		{[]string{"frob", "--agent", "a", "--tool", "t"}, "unknown agent subcommand"},
+		{[]string{"migrated", "--tool", "t"}, "needs --agent and --tool"},
+		{[]string{"forget", "--agent", "a", "--tool", "t"}, "add --yes"},
+		{[]string{"forget", "--agent", "a", "--tool", "t", "--yes", "--fingerprint", "sha256:x"}, "--fingerprint goes with agent migrated"},
+		{[]string{"migrated", "--agent", "a", "--tool", "t", "--yes"}, "--yes goes with agent forget"},
+		{[]string{"migrated", "--agent", "a", "--tool", "t", "--wait", "-1s"}, "--wait"},
+		{[]string{"migrated", "--agent", "a", "--tool", "t", "--reason", strings.Repeat("x", 1025)}, "at most 1024"},
+	} {
+		_, errOut, code := runCtx(testCtx(t, cmdTimeout), "", append([]string{"agent", "--nats-url", url}, tc.args...)...)
+		if code != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%q: exit %d, stderr %q; want 2 and %q", tc.args, code, errOut, tc.want)
+		}
+	}
+}
