@@ -341,3 +341,35 @@ func TestAgentUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestOperatorAcceptRacingDrift: an accept of the version the operator saw
+// and an observation of yet another version, published at the same time,
+// are applied in stream order by the tool's lane: the accept is applied or
+// refused, never both, and the tool's chain has one head (verify), which a
+// replay re-derives.
+func TestOperatorAcceptRacingDrift(t *testing.T) {
+	seedFile, pubFile, _ := keygenFiles(t)
+	t.Setenv(envSigningKey, seedFile)
+	sc := newOperatorScene(t)
+	held, _ := sc.baseline()
+	done := make(chan struct{})
+	var out, errOut string
+	var code int
+	go func() {
+		defer close(done)
+		out, errOut, code = sc.run("baseline", "accept", "crm.lookup", "--fingerprint", held.Current.Fingerprint)
+	}()
+	sc.observe("3", "user")
+	<-done
+	switch {
+	case code == 0 && strings.Contains(out, "→ "+held.Current.Fingerprint):
+	case code == 1 && strings.Contains(errOut, "nothing accepted"):
+	default:
+		t.Fatalf("racing accept: exit %d\n%s%s", code, out, errOut)
+	}
+	sc.replayClean("an accept racing a drift")
+	vout, verr, vcode := sc.run("verify", "--pubkey", pubFile)
+	if vcode != 0 || !strings.Contains(vout, "in 1 chain") {
+		t.Errorf("verify: exit %d\n%s%s", vcode, vout, verr)
+	}
+}
