@@ -47,6 +47,20 @@ func FuzzDecode(f *testing.F) {
 		f.Add(tc.subject, headerText(tc.header), []byte(tc.body))
 	}
 	f.Add(invSubject, headerText(binHeader("ce-comment", "%22a%20b%22")), []byte(okData))
+	for _, kind := range []Kind{KindBaselineAccepted, KindBaselineReset, KindAgentMigrated, KindAgentForgotten} {
+		p := OperatorAction{ToolID: "crm.lookup", Operator: "ana", Reason: "r"}
+		switch kind {
+		case KindBaselineAccepted:
+			p.Fingerprint = "sha256:ab"
+		case KindAgentMigrated, KindAgentForgotten:
+			p.AgentID = "bot"
+		}
+		m, err := Names{}.NewOperatorAction(Meta{ID: "op", Source: "cli"}, kind, p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(m.Subject, headerText(m.Header), m.Data)
+	}
 	f.Fuzz(func(t *testing.T, subject, header string, body []byte) {
 		ev, err := Decode(subject, parseHeaderText(header), body)
 		if err != nil {
