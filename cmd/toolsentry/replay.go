@@ -62,10 +62,9 @@ only inputs stored after its first verdict are compared, and the report
 says so. Inputs serve has not acknowledged yet are replayed into state but
 not compared (counted as not yet handled).
 
-Not in the telemetry, so not replayed: ` + "`toolsentry baseline accept`" + ` and ` + "`reset`" + `
-change a tool's state directly; the tool's verdicts after such an operator
-action differ from the replay's and are reported (use --tool to look at
-them apart).
+Operator actions (toolsentry baseline accept and reset, toolsentry agent
+migrated and forget) are operator events in the telemetry: they are
+replayed in stream order like any input, so the verdicts after them match.
 
 The report counts inputs replayed, compared, rejected (bad input, which must
 be in TOOLSENTRY_DLQ) and not yet handled, and verdicts:
