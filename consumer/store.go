@@ -21,8 +21,9 @@ import (
 // by KV watches, with each record decoded once per revision. Reads never
 // make a round trip; writes are compare-and-set against the revision that
 // was read, so that no update is lost to another writer (a second worker
-// process, an operator's `baseline accept`, a workflow re-evaluated by
-// another key's event).
+// process during a handover, a workflow re-evaluated by another key's
+// event). Operators do not write the buckets: their actions are inputs
+// (core/operator.go).
 type Store struct {
 	views map[core.Bucket]*View
 

@@ -86,7 +86,7 @@ func (r *BaselineRecord) remember(v ToolVersion) {
 }
 
 // Accept makes the current version the baseline (an operator's
-// `toolsentry baseline accept`).
+// `toolsentry baseline accept`, applied by the tool's lane: operator.go).
 func (r *BaselineRecord) Accept() {
 	r.Baseline = r.Current
 	r.Held = false
