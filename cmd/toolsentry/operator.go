@@ -114,7 +114,7 @@ func operate(ctx context.Context, js jetstream.JetStream, names events.Names, ki
 	}
 	res, err := waitApplied(ctx, outcomes, p.ToolID, ack.Sequence, f.wait)
 	if errors.Is(err, errNotApplied) {
-		return fmt.Errorf("%s: %s published at telemetry sequence %d (event %s), but no worker applied it within %s: is `toolsentry serve` running against this server? It is applied, in order, when a worker reads it; `toolsentry baseline show %s` shows the result",
+		return fmt.Errorf("%s: %s published at telemetry sequence %d (event %s), but no worker applied it within %s: is `toolsentry serve` running against this server? It is applied, in order, when a worker reads it (then `toolsentry baseline show %s` shows its effect; do not publish it again)",
 			p.ToolID, kind, ack.Sequence, msg.ID, f.wait, p.ToolID)
 	}
 	if err != nil {
