@@ -49,7 +49,8 @@ within --wait, or NATS cannot be reached; 2 on a usage error.
 
 Flags (they may come before or after the subcommand):
   --agent AGENT      the agent's id, as its invocations name it (required)
-  --tool TOOL        the tool's id (required)
+  --tool TOOL        the tool's id, qualified by its server as verdicts name
+                     it (github/search_issues; required)
   --fingerprint FP   migrated: only if the tool's current version has this
                      fingerprint (default: whatever it is when applied)
   --yes              forget: confirm the deletion (required)

@@ -168,6 +168,12 @@ func TestGuardThreeWaysAgree(t *testing.T) {
 		_, err := agent.Guard(ctx, "crm.lookup", json.RawMessage(args))
 		return errors.Is(err, publisher.ErrHalt)
 	})
+	// serve's own view of the directives (POST /v1/guard) follows the
+	// bucket as the agent's does, not necessarily at the same moment.
+	consumerWait(t, func() bool {
+		code, _ := postGuard(t, s.httpAddr, `{"agent_id":"billing-7","tool_id":"crm.lookup","arguments":`+args+`}`)
+		return code == http.StatusConflict
+	})
 	check("removed field", answer{code: 409, action: "HALT", digest: "*"}, "crm.lookup", args)
 
 	// Bad input: 400 over HTTP, exit 2 from the CLI, with a message.
