@@ -98,6 +98,9 @@ func (a *api) postEvents(w http.ResponseWriter, r *http.Request) {
 	case mt == mediaCloudEvent, !binary && (mt == "application/json" || mt == ""):
 		// structured; a plain JSON body without ce- headers is taken as a
 		// structured event too, as the NATS input takes it
+		if refuseOperator(w, structuredHeader(), body) {
+			return
+		}
 		res, err := a.ingest(ctx, 0, structuredHeader(), body)
 		respondEvent(w, res, err)
 	case binary:
@@ -110,11 +113,27 @@ func (a *api) postEvents(w http.ResponseWriter, r *http.Request) {
 		if vs := r.Header.Values("Content-Type"); len(vs) > 0 {
 			h[events.HeaderContentType] = vs
 		}
+		if refuseOperator(w, h, body) {
+			return
+		}
 		res, err := a.ingest(ctx, 0, h, body)
 		respondEvent(w, res, err)
 	default:
 		writeJSON(w, http.StatusUnsupportedMediaType, apiError{Error: fmt.Sprintf("Content-Type %q: want %s (structured), %s (batched), or ce- headers (binary mode)", mt, mediaCloudEvent, mediaCloudEventBatch)})
 	}
+}
+
+// refuseOperator answers 403 to an operator event (baseline accepted or
+// reset, agent migrated or forgotten): those are the operator role's, on
+// NATS (toolsentry baseline, toolsentry agent), and the API publishes with
+// serve's own connection, which would lend them to any HTTP producer.
+func refuseOperator(w http.ResponseWriter, header map[string][]string, body []byte) bool {
+	typ, _ := eventTypeAndData(header, body)
+	if !events.KindOfType(typ).Operator() {
+		return false
+	}
+	writeJSON(w, http.StatusForbidden, apiError{Error: fmt.Sprintf("type %q is an operator event: publish it with toolsentry baseline or toolsentry agent as the operator user, not through the HTTP API", typ)})
+	return true
 }
 
 func structuredHeader() map[string][]string {
@@ -141,6 +160,11 @@ func (a *api) postBatch(ctx context.Context, w http.ResponseWriter, body []byte)
 	if len(batch) > maxBatchEvents {
 		writeJSON(w, http.StatusRequestEntityTooLarge, apiError{Error: fmt.Sprintf("a batch holds at most %d events, this one %d", maxBatchEvents, len(batch))})
 		return
+	}
+	for _, raw := range batch {
+		if refuseOperator(w, structuredHeader(), raw) {
+			return // nothing of the batch published
+		}
 	}
 	out := apiEventBatchResult{Results: make([]apiEventResult, 0, len(batch))}
 	for i, raw := range batch {

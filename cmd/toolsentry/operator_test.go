@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -371,5 +372,51 @@ func TestOperatorAcceptRacingDrift(t *testing.T) {
 	vout, verr, vcode := sc.run("verify", "--pubkey", pubFile)
 	if vcode != 0 || !strings.Contains(vout, "in 1 chain") {
 		t.Errorf("verify: exit %d\n%s%s", vcode, vout, verr)
+	}
+}
+
+// TestAPIRefusesOperatorEvents: POST /v1/events publishes with serve's own
+// connection, so it refuses operator events (403) in every mode, a batch
+// holding one as a whole, and publishes nothing.
+func TestAPIRefusesOperatorEvents(t *testing.T) {
+	s := startServe(t, "")
+	c := newAPIClient(t, s.httpAddr)
+	accept := ceJSON("op1", events.TypeBaselineAccepted, `{"tool_id":"crm/lookup","fingerprint":"sha256:ab","operator":"mallory"}`)
+	obs := ceJSON("o1", events.TypeSchemaObserved, apiToolV1)
+	for _, tc := range []struct {
+		name   string
+		header map[string]string
+		body   string
+	}{
+		{"structured", map[string]string{"Content-Type": "application/cloudevents+json"}, accept},
+		{"batch", map[string]string{"Content-Type": "application/cloudevents-batch+json"}, "[" + obs + "," + accept + "]"},
+		{"binary", map[string]string{"Content-Type": "application/json", "Ce-Specversion": "1.0", "Ce-Id": "op2", "Ce-Source": "x",
+			"Ce-Type": events.TypeAgentForgotten}, `{"tool_id":"crm/lookup","agent_id":"a","operator":"mallory"}`},
+	} {
+		code, b := c.do(http.MethodPost, "/v1/events", tc.header, []byte(tc.body), "Error")
+		if code != http.StatusForbidden || !strings.Contains(string(b), "is an operator event") {
+			t.Errorf("%s: %d %s", tc.name, code, b)
+		}
+	}
+	nc, err := nats.Connect(s.natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t, cmdTimeout)
+	st, err := js.Stream(ctx, "TOOLSENTRY_TELEMETRY")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 0 {
+		t.Errorf("the telemetry stream holds %d messages, want none", info.State.Msgs)
 	}
 }
