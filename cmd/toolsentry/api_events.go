@@ -98,7 +98,7 @@ func (a *api) postEvents(w http.ResponseWriter, r *http.Request) {
 	case mt == mediaCloudEvent, !binary && (mt == "application/json" || mt == ""):
 		// structured; a plain JSON body without ce- headers is taken as a
 		// structured event too, as the NATS input takes it
-		if refuseOperator(w, structuredHeader(), body) {
+		if refuseReserved(w, structuredHeader(), body) {
 			return
 		}
 		res, err := a.ingest(ctx, 0, structuredHeader(), body)
@@ -113,7 +113,7 @@ func (a *api) postEvents(w http.ResponseWriter, r *http.Request) {
 		if vs := r.Header.Values("Content-Type"); len(vs) > 0 {
 			h[events.HeaderContentType] = vs
 		}
-		if refuseOperator(w, h, body) {
+		if refuseReserved(w, h, body) {
 			return
 		}
 		res, err := a.ingest(ctx, 0, h, body)
@@ -123,16 +123,23 @@ func (a *api) postEvents(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// refuseOperator answers 403 to an operator event (baseline accepted or
-// reset, agent migrated or forgotten): those are the operator role's, on
-// NATS (toolsentry baseline, toolsentry agent), and the API publishes with
-// serve's own connection, which would lend them to any HTTP producer.
-func refuseOperator(w http.ResponseWriter, header map[string][]string, body []byte) bool {
+// refuseReserved answers 403 to an event of a type that the HTTP API
+// does not take from its callers: an operator event (baseline accepted or
+// reset, agent migrated or forgotten), which is the operator role's on
+// NATS (toolsentry baseline, toolsentry agent), or a quality checkpoint,
+// which only the workers publish. The API publishes with serve's own
+// connection, which would lend them to any HTTP producer past the roles of
+// deploy/nats/accounts.conf.
+func refuseReserved(w http.ResponseWriter, header map[string][]string, body []byte) bool {
 	typ, _ := eventTypeAndData(header, body)
-	if !events.KindOfType(typ).Operator() {
+	switch k := events.KindOfType(typ); {
+	case k.Operator():
+		writeJSON(w, http.StatusForbidden, apiError{Error: fmt.Sprintf("type %q is an operator event: publish it with toolsentry baseline or toolsentry agent as the operator user, not through the HTTP API", typ)})
+	case k == events.KindQualityCheckpoint:
+		writeJSON(w, http.StatusForbidden, apiError{Error: fmt.Sprintf("type %q is published by the workers themselves, not through the HTTP API", typ)})
+	default:
 		return false
 	}
-	writeJSON(w, http.StatusForbidden, apiError{Error: fmt.Sprintf("type %q is an operator event: publish it with toolsentry baseline or toolsentry agent as the operator user, not through the HTTP API", typ)})
 	return true
 }
 
@@ -162,7 +169,7 @@ func (a *api) postBatch(ctx context.Context, w http.ResponseWriter, body []byte)
 		return
 	}
 	for _, raw := range batch {
-		if refuseOperator(w, structuredHeader(), raw) {
+		if refuseReserved(w, structuredHeader(), raw) {
 			return // nothing of the batch published
 		}
 	}

@@ -378,7 +378,7 @@ func TestOperatorAcceptRacingDrift(t *testing.T) {
 // TestAPIRefusesOperatorEvents: POST /v1/events publishes with serve's own
 // connection, so it refuses operator events (403) in every mode, a batch
 // holding one as a whole, and publishes nothing.
-func TestAPIRefusesOperatorEvents(t *testing.T) {
+func TestAPIRefusesReservedEvents(t *testing.T) {
 	s := startServe(t, "")
 	c := newAPIClient(t, s.httpAddr)
 	accept := ceJSON("op1", events.TypeBaselineAccepted, `{"tool_id":"crm/lookup","fingerprint":"sha256:ab","operator":"mallory"}`)
@@ -397,6 +397,10 @@ func TestAPIRefusesOperatorEvents(t *testing.T) {
 		if code != http.StatusForbidden || !strings.Contains(string(b), "is an operator event") {
 			t.Errorf("%s: %d %s", tc.name, code, b)
 		}
+	}
+	quality := ceJSON("q1", events.TypeQualityCheckpoint, `{"tool_id":"crm/lookup","calls":100,"successes":100,"through_sequence":1}`)
+	if code, b := c.do(http.MethodPost, "/v1/events", map[string]string{"Content-Type": "application/cloudevents+json"}, []byte(quality), "Error"); code != http.StatusForbidden || !strings.Contains(string(b), "published by the workers") {
+		t.Errorf("a quality checkpoint: %d %s, want 403", code, b)
 	}
 	nc, err := nats.Connect(s.natsURL)
 	if err != nil {
