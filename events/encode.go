@@ -195,13 +195,15 @@ func (n Names) NewCompositionVerdict(v CompositionVerdict, inputTime time.Time, 
 // only one set; ev.Type must be empty or the kind's type; ev.Key is ignored
 // (the payload says it). Encode checks its output with Decode and refuses,
 // with ErrBadEvent, an event that Decode would reject; for every event that
-// Decode returns, Encode then Decode gives it back. (A schema verdict whose
-// attributes and fields plainly pass Decode's checks is checked field by
-// field instead of decoded: see plainSchemaVerdict.)
+// Decode returns, Encode then Decode gives it back. (A schema verdict or an
+// invocation whose attributes and fields plainly pass Decode's checks is
+// checked field by field instead of decoded: see plainSchemaVerdict and
+// plainInvocation. An event is validated once, as it is built.)
 func (n Names) Encode(ev Event) (Message, error) { return n.encode(ev, true) }
 
 // encode is Encode; plain allows the field by field check of a schema
-// verdict instead of Decode, which the tests turn off to compare.
+// verdict or an invocation instead of Decode, which the tests turn off to
+// compare.
 func (n Names) encode(ev Event, plain bool) (Message, error) {
 	data, key, verdict, err := payloadData(ev)
 	if err != nil {
@@ -260,7 +262,7 @@ func (n Names) encode(ev Event, plain bool) (Message, error) {
 		Header:  map[string][]string{HeaderMsgID: {ev.ID}, HeaderContentType: {ContentTypeStructured}},
 		Data:    body,
 	}
-	if plain && plainSchemaVerdict(&ev) {
+	if plain && (plainSchemaVerdict(&ev) || plainInvocation(&ev)) {
 		return msg, nil
 	}
 	if _, err := n.Decode(msg.Subject, msg.Header, msg.Data); err != nil {
