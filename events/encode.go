@@ -307,7 +307,11 @@ func payloadData(ev Event) (data []byte, key, verdict string, err error) {
 			v, key = m, p.ToolID
 		}
 	case ev.Kind == KindInvocation && ev.Invocation != nil:
-		v, key = ev.Invocation, ev.Invocation.ToolID
+		key = ev.Invocation.ToolID
+		var ok bool
+		if data, ok = ev.Invocation.appendJSON(make([]byte, 0, 512)); !ok {
+			v = ev.Invocation // marshalJSON gives the error
+		}
 	case ev.Kind == KindContract && ev.Contract != nil:
 		v, key = ev.Contract, ev.Contract.ToolID
 	case ev.Kind == KindQualityCheckpoint && ev.QualityCheckpoint != nil:

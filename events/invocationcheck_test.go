@@ -34,6 +34,7 @@ func checkPlainInvocation(t *testing.T, ev Event) bool {
 	if ev.Type == "" {
 		ev.Type = ev.Kind.Type()
 	}
+	checkInvocationJSON(t, ev.Invocation)
 	plain := plainInvocation(&ev)
 	if plain {
 		// What the check lets through must satisfy the schema itself, not
@@ -186,4 +187,34 @@ func FuzzEncodeInvocation(f *testing.F) {
 		}
 		checkPlainInvocation(t, ev)
 	})
+}
+
+// checkInvocationJSON: Encode's writer of an invocation writes what
+// marshalJSON writes, or leaves it to marshalJSON's error.
+func checkInvocationJSON(t *testing.T, inv *Invocation) {
+	t.Helper()
+	want, err := marshalJSON(inv)
+	got, ok := inv.appendJSON(nil)
+	if ok != (err == nil) || ok && !bytes.Equal(got, want) {
+		t.Fatalf("appendJSON:\n%s (%v)\nmarshalJSON:\n%s (%v)", got, ok, want, err)
+	}
+}
+
+// TestInvocationAppendJSON: the writer of an invocation is encoding/json's,
+// for the strings, numbers and empty values where they could differ.
+func TestInvocationAppendJSON(t *testing.T) {
+	yes, no := true, false
+	for _, l := range []float64{0, math.Copysign(0, -1), 1, 41.5, -3, 1e-6, 9.99e-7, 1e-7, 1.5e-300, 1e20, 1e21, 1.2345e22, math.MaxFloat64, math.SmallestNonzeroFloat64, math.NaN(), math.Inf(1), math.Inf(-1)} {
+		checkInvocationJSON(t, &Invocation{AgentID: "a", ToolID: "t", LatencyMS: &l})
+	}
+	for _, s := range []string{"", "plain", "<a&b>", "quote\" back\\slash", "\b\f\n\r\t\x00\x1f\x7f", "\u2028\u2029", "é😀", "bad \xff\xfe utf-8", "\xed\xa0\x80"} {
+		checkInvocationJSON(t, &Invocation{
+			AgentID: s, ToolID: s, ToolVersion: s, SchemaFingerprint: s,
+			ArgumentTypes: FieldTypes{s: guards.TypeString, s + "x": guards.TypeAny, s + "y": 0, "b": guards.TypeNull | guards.TypeInteger},
+			UsedFields:    []string{s, "z"}, OutputFieldsRead: []string{s},
+			Outcome: &Outcome{Status: s, ErrorType: s, Correct: &no}, TraceID: s, SpanID: s, ParentSpanID: s, WorkflowID: s,
+		})
+	}
+	checkInvocationJSON(t, &Invocation{ArgumentTypes: FieldTypes{}, UsedFields: []string{}, OutputFieldsRead: []string{}, Outcome: &Outcome{Correct: &yes}})
+	checkInvocationJSON(t, &Invocation{})
 }

@@ -3,6 +3,7 @@ package events
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"reflect"
 	"slices"
 	"strconv"
@@ -11,9 +12,10 @@ import (
 )
 
 // This file writes the payloads that the hot path marshals (a schema
-// verdict, an MCP tool) without reflection: byte for byte what
-// marshalJSON (encoding/json without HTML escaping) writes for them, as
-// TestJSONWriters and FuzzJSONWriters check against encoding/json.
+// verdict, an MCP tool, an invocation) without reflection: byte for byte
+// what marshalJSON (encoding/json without HTML escaping) writes for them,
+// as TestJSONWriters, FuzzJSONWriters, TestInvocationAppendJSON and
+// FuzzEncodeInvocation check against encoding/json.
 
 // appendMarshalString appends s as encoding/json writes a string without
 // HTML escaping: '"' and '\\' escaped, control characters as \b \f \n \r
@@ -250,4 +252,101 @@ func (t MCPTool) appendJSON(dst []byte, html bool) ([]byte, error) {
 		}
 	}
 	return append(dst, '}'), nil
+}
+
+// appendJSON appends the invocation as marshalJSON writes it: its members in
+// field order, the omitempty and omitzero ones left out, argument_types'
+// paths sorted. It reports false, writing nothing, for a latency that
+// encoding/json refuses (NaN, ±Inf): marshalJSON gives the error.
+func (inv *Invocation) appendJSON(dst []byte) ([]byte, bool) {
+	if l := inv.LatencyMS; l != nil && (math.IsNaN(*l) || math.IsInf(*l, 0)) {
+		return dst, false
+	}
+	dst = append(dst, `{"agent_id":`...)
+	dst = appendMarshalString(dst, inv.AgentID)
+	dst = append(dst, `,"tool_id":`...)
+	dst = appendMarshalString(dst, inv.ToolID)
+	dst = appendOptionalString(dst, `,"tool_version":`, inv.ToolVersion)
+	dst = appendOptionalString(dst, `,"schema_fingerprint":`, inv.SchemaFingerprint)
+	if inv.ArgumentTypes != nil {
+		dst = append(dst, `,"argument_types":{`...)
+		for i, p := range inv.ArgumentTypes.Paths() {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendMarshalString(dst, p)
+			dst = append(dst, ':')
+			switch names := inv.ArgumentTypes[p].Names(); len(names) {
+			case 0:
+				dst = append(dst, "null"...) // a nil []string
+			case 1:
+				dst = appendMarshalString(dst, names[0])
+			default:
+				dst = appendMarshalStrings(dst, names)
+			}
+		}
+		dst = append(dst, '}')
+	}
+	if inv.UsedFields != nil {
+		dst = appendMarshalStrings(append(dst, `,"used_fields":`...), inv.UsedFields)
+	}
+	if inv.OutputFieldsRead != nil {
+		dst = appendMarshalStrings(append(dst, `,"output_fields_read":`...), inv.OutputFieldsRead)
+	}
+	if o := inv.Outcome; o != nil {
+		dst = append(dst, `,"outcome":{"status":`...)
+		dst = appendMarshalString(dst, o.Status)
+		dst = appendOptionalString(dst, `,"error_type":`, o.ErrorType)
+		if o.Correct != nil {
+			dst = strconv.AppendBool(append(dst, `,"correct":`...), *o.Correct)
+		}
+		dst = append(dst, '}')
+	}
+	dst = appendOptionalString(dst, `,"trace_id":`, inv.TraceID)
+	dst = appendOptionalString(dst, `,"span_id":`, inv.SpanID)
+	dst = appendOptionalString(dst, `,"parent_span_id":`, inv.ParentSpanID)
+	dst = appendOptionalString(dst, `,"workflow_id":`, inv.WorkflowID)
+	if inv.LatencyMS != nil {
+		dst = appendMarshalFloat(append(dst, `,"latency_ms":`...), *inv.LatencyMS)
+	}
+	return append(dst, '}'), true
+}
+
+// appendOptionalString appends member (`,"name":`) and s unless s is empty.
+func appendOptionalString(dst []byte, member, s string) []byte {
+	if s == "" {
+		return dst
+	}
+	return appendMarshalString(append(dst, member...), s)
+}
+
+// appendMarshalStrings appends a []string as encoding/json writes it.
+func appendMarshalStrings(dst []byte, ss []string) []byte {
+	dst = append(dst, '[')
+	for i, s := range ss {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendMarshalString(dst, s)
+	}
+	return append(dst, ']')
+}
+
+// appendMarshalFloat appends a finite float64 as encoding/json writes it:
+// the shortest decimal, in exponent form below 1e-6 and from 1e21, with a
+// one-digit negative exponent not zero-padded.
+func appendMarshalFloat(dst []byte, f float64) []byte {
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	dst = strconv.AppendFloat(dst, f, format, -1, 64)
+	if format == 'e' {
+		// e-09 becomes e-9
+		if n := len(dst); n >= 4 && dst[n-4] == 'e' && dst[n-3] == '-' && dst[n-2] == '0' {
+			dst[n-2] = dst[n-1]
+			dst = dst[:n-1]
+		}
+	}
+	return dst
 }
