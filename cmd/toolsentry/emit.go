@@ -444,7 +444,7 @@ func (r *emitReader) event(raw json.RawMessage) (events.Message, error) {
 		if r.toolsOnly {
 			return events.Message{}, errMCPToolsCloudEvent
 		}
-		return r.cloudEvent(raw)
+		return r.cloudEvent(raw, top)
 	}
 	if _, ok := top["tools"]; ok {
 		return r.toolsList(raw)
@@ -535,16 +535,24 @@ type dataPeek struct {
 	Tools         json.RawMessage `json:"tools"`
 }
 
-// cloudEvent checks a structured-mode CloudEvent and re-encodes it: the
-// decoded event holds an invocation's argument types, never its values.
-func (r *emitReader) cloudEvent(raw json.RawMessage) (events.Message, error) {
-	var head cePeek
-	_ = json.Unmarshal(raw, &head) // Decode reports what is wrong with it
-	kind := events.KindOfType(head.Type)
+// cloudEvent checks a structured-mode CloudEvent, raw, whose members are
+// top, and re-encodes it: the decoded event holds an invocation's argument
+// types, never its values. What it reads of top before decoding (type,
+// data, data_base64) is enough to name the subject the event belongs on;
+// Decode then checks everything, the subject included, and reports what is
+// wrong with these members.
+func (r *emitReader) cloudEvent(raw json.RawMessage, top map[string]json.RawMessage) (events.Message, error) {
+	var typ, dataBase64 string
+	_ = json.Unmarshal(top["type"], &typ)
+	kind := events.KindOfType(typ)
 	if kind.Class() == events.ClassVerdicts {
-		return events.Message{}, fmt.Errorf("type %q is a verdict, not telemetry: emit publishes telemetry only", head.Type)
+		return events.Message{}, fmt.Errorf("type %q is a verdict, not telemetry: emit publishes telemetry only", typ)
 	}
-	ev, err := r.names.Decode(telemetrySubjectOf(r.names, head.Type, head.dataBytes()), nil, raw)
+	data := []byte(top["data"])
+	if len(data) == 0 && json.Unmarshal(top["data_base64"], &dataBase64) == nil && dataBase64 != "" {
+		data, _ = base64.StdEncoding.DecodeString(dataBase64)
+	}
+	ev, err := r.names.Decode(telemetrySubjectOf(r.names, typ, data), nil, raw)
 	if err != nil {
 		return events.Message{}, err
 	}

@@ -365,3 +365,15 @@ func TestEmitUsageErrors(t *testing.T) {
 		t.Errorf("missing file: exit %d, stderr %q; want 1 naming the file", code, errOut)
 	}
 }
+
+// TestLineCounterIsLineAt: the incremental line counter gives lineAt's
+// line for offsets in any order, past the end included.
+func TestLineCounterIsLineAt(t *testing.T) {
+	data := []byte("{}\n\n{\"a\":\n1}\n[\n]\nx")
+	c := &lineCounter{data: data}
+	for _, off := range []int{0, 1, 3, 4, 5, 4, 2, 9, len(data), len(data) + 5, 0, 13} {
+		if got, want := c.at(off), lineAt(data, off); got != want {
+			t.Errorf("at(%d) = %d, lineAt says %d", off, got, want)
+		}
+	}
+}
