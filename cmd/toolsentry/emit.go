@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/publisher"
@@ -289,6 +291,16 @@ func (r *emitReader) read(name string, data []byte) {
 			return
 		}
 		start := pos
+		if data[pos] == '{' {
+			// The usual document, an object: where it ends if it is JSON,
+			// without a decoder's buffer and copy. If it is not, the
+			// decoder below says why.
+			if end := jsonValueEnd(data, pos); json.Valid(data[pos:end]) {
+				r.document(fmt.Sprintf("%s:%d", name, lines.at(start)), data[pos:end:end])
+				pos = end
+				continue
+			}
+		}
 		dec := json.NewDecoder(bytes.NewReader(data[pos:]))
 		var err error
 		if data[pos] == '[' {
@@ -435,9 +447,11 @@ func (r *emitReader) document(where string, raw json.RawMessage) {
 	r.events = append(r.events, emitEvent{where: where, msg: msg})
 }
 
+// event turns one JSON document, raw, into an event. raw is JSON: read
+// and validated by a json.Decoder.
 func (r *emitReader) event(raw json.RawMessage) (events.Message, error) {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &top); err != nil || top == nil {
+	top, ok := jsonMembers(raw)
+	if !ok {
 		return events.Message{}, fmt.Errorf("a JSON %s, not a CloudEvent or an MCP tools/list result", jsonKindOf(raw))
 	}
 	if _, ok := top["specversion"]; ok {
@@ -506,17 +520,24 @@ func (h cePeek) dataBytes() []byte {
 // a stand-in key, so that Decode's error names the type, or the missing or
 // invalid field. emit and POST /v1/events both publish on it.
 func telemetrySubjectOf(names events.Names, typ string, data []byte) string {
+	if !json.Valid(data) {
+		data = nil // jsonMembers reads JSON only
+	}
+	d, _ := jsonMembers(data)
+	return telemetrySubjectOfMembers(names, typ, d)
+}
+
+// telemetrySubjectOfMembers is telemetrySubjectOf of the data's members.
+func telemetrySubjectOfMembers(names events.Names, typ string, d map[string][]byte) string {
 	kind := events.KindOfType(typ)
-	var d dataPeek
-	_ = json.Unmarshal(data, &d)
-	key := d.ToolID
+	key := jsonStringMember(d, "tool_id")
 	switch kind {
 	case events.KindSchemaObserved:
-		if len(d.Tools) > 0 && string(d.Tools) != "null" {
-			key = d.Server
+		if tools := d["tools"]; len(tools) > 0 && string(tools) != "null" {
+			key = jsonStringMember(d, "server")
 		}
 	case events.KindWorkflow, events.KindWorkflowObserved:
-		key = d.CompositionID
+		key = jsonStringMember(d, "composition_id")
 	}
 	if kind.Class() != events.ClassTelemetry {
 		kind = events.KindInvocation // Decode reports the type
@@ -528,11 +549,83 @@ func telemetrySubjectOf(names events.Names, typ string, data []byte) string {
 	return subject
 }
 
-type dataPeek struct {
-	ToolID        string          `json:"tool_id"`
-	Server        string          `json:"server"`
-	CompositionID string          `json:"composition_id"`
-	Tools         json.RawMessage `json:"tools"`
+// jsonMembers returns the members of a JSON object by name, each value
+// as it is written in raw (the last of a repeated name, as json.Unmarshal
+// into a map keeps), or false if raw is not an object. raw must be JSON:
+// jsonMembers finds where values end, it does not validate them. It is
+// what json.Unmarshal into a map[string]json.RawMessage gives, in one
+// pass and without copying the values.
+func jsonMembers(raw []byte) (map[string][]byte, bool) {
+	i := skipJSONSpace(raw, 0, false)
+	if i >= len(raw) || raw[i] != '{' {
+		return nil, false
+	}
+	members := make(map[string][]byte, 8)
+	for i++; ; {
+		i = skipJSONSpace(raw, i, true)
+		if i >= len(raw) || raw[i] == '}' {
+			return members, true
+		}
+		end := jsonValueEnd(raw, i)
+		name, _ := jsonString(raw[i:end])
+		i = skipJSONSpace(raw, end, false) + 1 // past ':'
+		i = skipJSONSpace(raw, i, false)
+		end = jsonValueEnd(raw, i)
+		members[name] = raw[i:end]
+		i = end
+	}
+}
+
+// jsonValueEnd returns the offset after the JSON value that starts at
+// raw[i] (raw is JSON; it never returns more than len(raw)).
+func jsonValueEnd(raw []byte, i int) int {
+	depth := 0
+	for ; i < len(raw); i++ {
+		switch c := raw[i]; c {
+		case '"':
+			for i++; i < len(raw) && raw[i] != '"'; i++ {
+				if raw[i] == '\\' {
+					i++
+				}
+			}
+			if depth == 0 {
+				return min(i+1, len(raw))
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth--; depth <= 0 {
+				return i + 1
+			}
+		default:
+			if depth == 0 { // a number or a literal, up to a delimiter
+				for i < len(raw) && strings.IndexByte(",}] \t\r\n", raw[i]) < 0 {
+					i++
+				}
+				return i
+			}
+		}
+	}
+	return len(raw)
+}
+
+// jsonString returns the string a JSON string literal holds, as
+// json.Unmarshal does (invalid UTF-8 as U+FFFD), or false if lit is not a
+// string.
+func jsonString(lit []byte) (string, bool) {
+	if len(lit) >= 2 && lit[0] == '"' && bytes.IndexByte(lit, '\\') < 0 && utf8.Valid(lit) {
+		return string(lit[1 : len(lit)-1]), true
+	}
+	var s string
+	err := json.Unmarshal(lit, &s)
+	return s, err == nil
+}
+
+// jsonStringMember is the string value of member name, "" if it is absent
+// or not a string.
+func jsonStringMember(members map[string][]byte, name string) string {
+	s, _ := jsonString(members[name])
+	return s
 }
 
 // cloudEvent checks a structured-mode CloudEvent, raw, whose members are
@@ -541,18 +634,21 @@ type dataPeek struct {
 // data, data_base64) is enough to name the subject the event belongs on;
 // Decode then checks everything, the subject included, and reports what is
 // wrong with these members.
-func (r *emitReader) cloudEvent(raw json.RawMessage, top map[string]json.RawMessage) (events.Message, error) {
-	var typ, dataBase64 string
-	_ = json.Unmarshal(top["type"], &typ)
+func (r *emitReader) cloudEvent(raw json.RawMessage, top map[string][]byte) (events.Message, error) {
+	var dataBase64 string
+	typ := jsonStringMember(top, "type")
 	kind := events.KindOfType(typ)
 	if kind.Class() == events.ClassVerdicts {
 		return events.Message{}, fmt.Errorf("type %q is a verdict, not telemetry: emit publishes telemetry only", typ)
 	}
 	data := []byte(top["data"])
 	if len(data) == 0 && json.Unmarshal(top["data_base64"], &dataBase64) == nil && dataBase64 != "" {
-		data, _ = base64.StdEncoding.DecodeString(dataBase64)
+		if data, _ = base64.StdEncoding.DecodeString(dataBase64); !json.Valid(data) {
+			data = nil // jsonMembers reads JSON only
+		}
 	}
-	ev, err := r.names.Decode(telemetrySubjectOf(r.names, typ, data), nil, raw)
+	d, _ := jsonMembers(data)
+	ev, err := r.names.Decode(telemetrySubjectOfMembers(r.names, typ, d), nil, raw)
 	if err != nil {
 		return events.Message{}, err
 	}

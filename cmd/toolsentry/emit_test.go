@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"strings"
@@ -376,4 +379,86 @@ func TestLineCounterIsLineAt(t *testing.T) {
 			t.Errorf("at(%d) = %d, lineAt says %d", off, got, want)
 		}
 	}
+}
+
+// checkJSONMembers: jsonMembers gives what json.Unmarshal into a map of raw
+// messages gives, for any JSON document.
+func checkJSONMembers(t *testing.T, doc []byte) {
+	t.Helper()
+	if !json.Valid(doc) {
+		return
+	}
+	var want map[string]json.RawMessage
+	err := json.Unmarshal(doc, &want)
+	got, ok := jsonMembers(doc)
+	if ok != (err == nil && want != nil) {
+		t.Fatalf("%s: jsonMembers says object %v, json.Unmarshal %v (%v)", doc, ok, want, err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%s: members %q, json.Unmarshal %q", doc, got, want)
+	}
+	for name, v := range want {
+		if g, ok := got[name]; !ok || !bytes.Equal(g, v) {
+			t.Fatalf("%s: member %q is %q, json.Unmarshal says %q", doc, name, g, v)
+		}
+		if s, ok := jsonString(v); ok {
+			var ws string
+			if err := json.Unmarshal(v, &ws); err != nil || ws != s {
+				t.Fatalf("jsonString(%s) = %q, json.Unmarshal %q (%v)", v, s, ws, err)
+			}
+		}
+	}
+}
+
+var jsonMembersCases = []string{
+	`{}`, ` { } `, `null`, `[]`, `"s"`, `1`, `true`, `{"a":1}`, `{"a":1,"a":2}`, "{\n \"a\" : [1, {\"b\":\"}\"}] ,\t\"c\":null}",
+	`{"k\"ey":"v\\","x":-1.5e+3,"y":true,"z":false,"e":{},"f":[]}`, `{"type":"t\u0065","\u0074ype":"x"}`, "{\"\xff\":\"\xfe\"}",
+	`{"specversion":"1.0","data":{"tool_id":"a","tools":null}}`, `{"a":"[","b":"{","c":"]"}`,
+}
+
+func TestJSONMembers(t *testing.T) {
+	for _, doc := range jsonMembersCases {
+		checkJSONMembers(t, []byte(doc))
+	}
+	// Random documents of the pieces where a scanner could lose its place.
+	r := rand.New(rand.NewPCG(22, 1))
+	pieces := []string{`"a"`, `"type"`, `"\""`, `"\\"`, `"}"`, `"]"`, `"\u0041"`, "\"\xff\"", `0`, `-1.5e3`, `true`, `null`, `{}`, `[]`}
+	var value func(depth int) string
+	value = func(depth int) string {
+		if depth > 3 || r.IntN(3) == 0 {
+			return pieces[r.IntN(len(pieces))]
+		}
+		var b strings.Builder
+		n := r.IntN(4)
+		if r.IntN(2) == 0 {
+			b.WriteString("[")
+			for i := range n {
+				if i > 0 {
+					b.WriteString(" ,")
+				}
+				b.WriteString(value(depth + 1))
+			}
+			b.WriteString("]")
+			return b.String()
+		}
+		b.WriteString("{")
+		for i := range n {
+			if i > 0 {
+				b.WriteString(",\n")
+			}
+			b.WriteString(pieces[r.IntN(7)] + " : " + value(depth+1))
+		}
+		b.WriteString("}")
+		return b.String()
+	}
+	for range 3000 {
+		checkJSONMembers(t, []byte(value(0)))
+	}
+}
+
+func FuzzJSONMembers(f *testing.F) {
+	for _, doc := range jsonMembersCases {
+		f.Add([]byte(doc))
+	}
+	f.Fuzz(checkJSONMembers)
 }
