@@ -454,19 +454,19 @@ func (r *emitReader) event(raw json.RawMessage) (events.Message, error) {
 	if !ok {
 		return events.Message{}, fmt.Errorf("a JSON %s, not a CloudEvent or an MCP tools/list result", jsonKindOf(raw))
 	}
-	if _, ok := top["specversion"]; ok {
+	if top.has("specversion") {
 		if r.toolsOnly {
 			return events.Message{}, errMCPToolsCloudEvent
 		}
 		return r.cloudEvent(raw, top)
 	}
-	if _, ok := top["tools"]; ok {
+	if top.has("tools") {
 		return r.toolsList(raw)
 	}
-	if rpcErr, ok := top["error"]; ok {
+	if rpcErr := top.get("error"); rpcErr != nil {
 		return events.Message{}, fmt.Errorf("a JSON-RPC error response, not a tools/list result: %s", rpcErr)
 	}
-	if result, ok := top["result"]; ok {
+	if result := top.get("result"); result != nil {
 		var inner map[string]json.RawMessage
 		if json.Unmarshal(result, &inner) == nil {
 			if _, ok := inner["tools"]; ok {
@@ -528,12 +528,12 @@ func telemetrySubjectOf(names events.Names, typ string, data []byte) string {
 }
 
 // telemetrySubjectOfMembers is telemetrySubjectOf of the data's members.
-func telemetrySubjectOfMembers(names events.Names, typ string, d map[string][]byte) string {
+func telemetrySubjectOfMembers(names events.Names, typ string, d jsonObject) string {
 	kind := events.KindOfType(typ)
 	key := jsonStringMember(d, "tool_id")
 	switch kind {
 	case events.KindSchemaObserved:
-		if tools := d["tools"]; len(tools) > 0 && string(tools) != "null" {
+		if tools := d.get("tools"); len(tools) > 0 && string(tools) != "null" {
 			key = jsonStringMember(d, "server")
 		}
 	case events.KindWorkflow, events.KindWorkflowObserved:
@@ -549,32 +549,55 @@ func telemetrySubjectOfMembers(names events.Names, typ string, d map[string][]by
 	return subject
 }
 
-// jsonMembers returns the members of a JSON object by name, each value
-// as it is written in raw (the last of a repeated name, as json.Unmarshal
-// into a map keeps), or false if raw is not an object. raw must be JSON:
-// jsonMembers finds where values end, it does not validate them. It is
-// what json.Unmarshal into a map[string]json.RawMessage gives, in one
-// pass and without copying the values.
-func jsonMembers(raw []byte) (map[string][]byte, bool) {
+// jsonMembers returns the members of a JSON object, each name unquoted
+// (invalid UTF-8 as U+FFFD) and each value as it is written in raw, or
+// false if raw is not an object. raw must be JSON: jsonMembers finds where
+// values end, it does not validate them. Looked up with get (the last of a
+// repeated name), it is what json.Unmarshal into a map[string]
+// json.RawMessage gives, in one pass and without copying the values.
+func jsonMembers(raw []byte) (jsonObject, bool) {
 	i := skipJSONSpace(raw, 0, false)
 	if i >= len(raw) || raw[i] != '{' {
 		return nil, false
 	}
-	members := make(map[string][]byte, 8)
+	members := make(jsonObject, 0, 8)
 	for i++; ; {
 		i = skipJSONSpace(raw, i, true)
 		if i >= len(raw) || raw[i] == '}' {
 			return members, true
 		}
 		end := jsonValueEnd(raw, i)
-		name, _ := jsonString(raw[i:end])
+		name := raw[i+1 : max(i+1, end-1)]
+		if bytes.IndexByte(name, '\\') >= 0 || !utf8.Valid(name) {
+			s, _ := jsonString(raw[i:end])
+			name = []byte(s)
+		}
 		i = skipJSONSpace(raw, end, false) + 1 // past ':'
 		i = skipJSONSpace(raw, i, false)
 		end = jsonValueEnd(raw, i)
-		members[name] = raw[i:end]
+		members = append(members, jsonMember{name, raw[i:end]})
 		i = end
 	}
 }
+
+// jsonObject is the members of a JSON object in order, as jsonMembers
+// finds them.
+type jsonObject []jsonMember
+
+type jsonMember struct{ name, value []byte }
+
+// get returns the value of the last member called name, nil if none.
+func (o jsonObject) get(name string) []byte {
+	for i := len(o) - 1; i >= 0; i-- {
+		if string(o[i].name) == name {
+			return o[i].value
+		}
+	}
+	return nil
+}
+
+// has reports whether o has a member called name.
+func (o jsonObject) has(name string) bool { return o.get(name) != nil }
 
 // jsonValueEnd returns the offset after the JSON value that starts at
 // raw[i] (raw is JSON; it never returns more than len(raw)).
@@ -583,13 +606,9 @@ func jsonValueEnd(raw []byte, i int) int {
 	for ; i < len(raw); i++ {
 		switch c := raw[i]; c {
 		case '"':
-			for i++; i < len(raw) && raw[i] != '"'; i++ {
-				if raw[i] == '\\' {
-					i++
-				}
-			}
+			i = jsonStringEnd(raw, i+1) - 1
 			if depth == 0 {
-				return min(i+1, len(raw))
+				return i + 1
 			}
 		case '{', '[':
 			depth++
@@ -609,6 +628,26 @@ func jsonValueEnd(raw []byte, i int) int {
 	return len(raw)
 }
 
+// jsonStringEnd returns the offset after the closing quote of the string
+// whose contents start at raw[i] (len(raw) if it has none).
+func jsonStringEnd(raw []byte, i int) int {
+	for {
+		q := bytes.IndexByte(raw[i:], '"')
+		if q < 0 {
+			return len(raw)
+		}
+		i += q
+		escapes := 0 // the backslashes before the quote
+		for j := i - 1; j >= 0 && raw[j] == '\\'; j-- {
+			escapes++
+		}
+		i++
+		if escapes%2 == 0 {
+			return i
+		}
+	}
+}
+
 // jsonString returns the string a JSON string literal holds, as
 // json.Unmarshal does (invalid UTF-8 as U+FFFD), or false if lit is not a
 // string.
@@ -623,8 +662,8 @@ func jsonString(lit []byte) (string, bool) {
 
 // jsonStringMember is the string value of member name, "" if it is absent
 // or not a string.
-func jsonStringMember(members map[string][]byte, name string) string {
-	s, _ := jsonString(members[name])
+func jsonStringMember(members jsonObject, name string) string {
+	s, _ := jsonString(members.get(name))
 	return s
 }
 
@@ -634,15 +673,15 @@ func jsonStringMember(members map[string][]byte, name string) string {
 // data, data_base64) is enough to name the subject the event belongs on;
 // Decode then checks everything, the subject included, and reports what is
 // wrong with these members.
-func (r *emitReader) cloudEvent(raw json.RawMessage, top map[string][]byte) (events.Message, error) {
+func (r *emitReader) cloudEvent(raw json.RawMessage, top jsonObject) (events.Message, error) {
 	var dataBase64 string
 	typ := jsonStringMember(top, "type")
 	kind := events.KindOfType(typ)
 	if kind.Class() == events.ClassVerdicts {
 		return events.Message{}, fmt.Errorf("type %q is a verdict, not telemetry: emit publishes telemetry only", typ)
 	}
-	data := []byte(top["data"])
-	if len(data) == 0 && json.Unmarshal(top["data_base64"], &dataBase64) == nil && dataBase64 != "" {
+	data := top.get("data")
+	if len(data) == 0 && json.Unmarshal(top.get("data_base64"), &dataBase64) == nil && dataBase64 != "" {
 		if data, _ = base64.StdEncoding.DecodeString(dataBase64); !json.Valid(data) {
 			data = nil // jsonMembers reads JSON only
 		}
