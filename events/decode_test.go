@@ -113,6 +113,17 @@ func decodeCases(t testing.TB) []decodeCase {
 			}),
 		},
 		{
+			name:    "tools/list of typeless schemas (anything goes)",
+			subject: "toolsentry.telemetry.schema.fs",
+			body: structured(`"id":"e-1","source":"agents/billing","type":"io.toolsentry.tool.schema.observed.v1","time":"2026-11-29T10:00:00Z"`,
+				`{"server":"fs","tools":{"tools":[{"name":"read_file","inputSchema":{"$schema":"http://json-schema.org/draft-07/schema#"},"outputSchema":{}}]}}`),
+			want: with(KindSchemaObserved, "fs", func(e *Event) {
+				e.SchemaObserved = &SchemaObserved{Server: "fs", Tools: []MCPTool{
+					{Name: "read_file", InputSchema: json.RawMessage(`{"$schema":"http://json-schema.org/draft-07/schema#"}`), OutputSchema: json.RawMessage(`{}`)},
+				}}
+			}),
+		},
+		{
 			name:    "contract",
 			subject: "toolsentry.telemetry.contract.crm=2Elookup",
 			body: structured(`"id":"e-1","source":"agents/billing","type":"io.toolsentry.tool.contract.v1","time":"2026-11-29T10:00:00Z"`,

@@ -81,10 +81,15 @@ func plainMCPTool(v any) bool {
 	return optionalObject(m, "annotations") && optionalObject(m, "_meta")
 }
 
-// objectSchema is #/$defs/objectSchema: an object whose type is "object".
+// objectSchema is #/$defs/objectSchema: an object whose type, if present,
+// is "object" (a schema without type, anything goes, is taken).
 func objectSchema(v any) bool {
 	m, ok := v.(map[string]any)
-	return ok && m["type"] == "object"
+	if !ok {
+		return false
+	}
+	t, typed := m["type"]
+	return !typed || t == "object"
 }
 
 // optionalObject reports whether m[k] is absent or an object.

@@ -69,6 +69,7 @@ var validationCases = []struct {
 	{ToolSchemaObservedV1, "empty tools/list result", `{"server": "crm", "tools": {"tools": []}}`, ""},
 	{ToolSchemaObservedV1, "missing version", `{"tool_id": "crm.lookup", "tool": ` + tool + `}`, "missing property 'version'"},
 	{ToolSchemaObservedV1, "misspelt field", `{"tool_id": "crm.lookup", "version": "2", "tool": ` + tool + `, "servr": "x"}`, "'servr' not allowed"},
+	{ToolSchemaObservedV1, "input schema without type", `{"tool_id": "t", "version": "2", "tool": {"name": "t", "inputSchema": {"$schema": "http://json-schema.org/draft-07/schema#"}, "outputSchema": {}}}`, ""},
 	{ToolSchemaObservedV1, "input schema not an object schema", `{"tool_id": "t", "version": "2", "tool": {"name": "t", "inputSchema": {"type": "string"}}}`, "at /tool/inputSchema/type"},
 	{ToolSchemaObservedV1, "tool without name", `{"tool_id": "t", "version": "2", "tool": {"inputSchema": {"type": "object"}}}`, "at /tool: missing property 'name'"},
 	{ToolSchemaObservedV1, "list without server", `{"tools": {"tools": []}}`, "missing property 'server'"},
