@@ -411,6 +411,8 @@ func TestFingerprintToolLevel(t *testing.T) {
 		"output":      strings.Replace(base, `"outputSchema":{"type":"object"}`, `"outputSchema":{"type":"array"}`, 1),
 		"no output":   strings.Replace(base, `,"outputSchema":{"type":"object"}`, ``, 1),
 		"extra field": strings.Replace(base, `"name":"t"`, `"name":"t","execution":{"taskSupport":"required"}`, 1),
+		// A typeless root (anything goes) is its own schema, not type object.
+		"typeless input": strings.Replace(base, `"inputSchema":{"type":"object"}`, `"inputSchema":{"$schema":"http://json-schema.org/draft-07/schema#"}`, 1),
 	}
 	for what, doc := range different {
 		if fp(doc) == want {

@@ -170,6 +170,12 @@ func lookupDeclared(n *SchemaNode, toks []pathTok) (node *SchemaNode, judged boo
 			if len(n.PatternProperties) > 0 {
 				return nil, false // a pattern may declare it; not judged here
 			}
+			if n.IsAny() {
+				// A schema without type or properties (anything goes,
+				// as a typeless inputSchema): it declares nothing, so
+				// nothing sent under it is undeclared, as with items.
+				return nil, false
+			}
 			return nil, true
 		}
 		n = child

@@ -119,3 +119,34 @@ func TestObservedInputTuple(t *testing.T) {
 		t.Errorf("deviations %v, want %v", got, want)
 	}
 }
+
+// TestObservedInputTypeless: a schema that says nothing (a typeless root,
+// {"$schema": ...} only, or a property {}) declares nothing, so what an
+// agent sends under it is not undeclared; a typed object without
+// properties still is judged.
+func TestObservedInputTypeless(t *testing.T) {
+	sent := map[string]TypeSet{"path": TypeString, "opts": TypeObject, "opts.x": TypeInteger}
+	tests := []struct {
+		name, tool string
+		want       []string
+	}{
+		{"typeless root", `{"name":"read","inputSchema":{"$schema":"http://json-schema.org/draft-07/schema#"}}`, nil},
+		{"empty root", `{"name":"read","inputSchema":{}}`, nil},
+		{"typeless property", `{"name":"read","inputSchema":{"type":"object","properties":{"path":{"type":"string"},"opts":{}}}}`, nil},
+		{"typed object without properties", `{"name":"read","inputSchema":{"type":"object"}}`, []string{"opts", "opts.x", "path"}},
+		// A description says something (IsAny, as for items): judged.
+		{"typeless root with a description", `{"name":"read","inputSchema":{"description":"anything"}}`, []string{"opts", "opts.x", "path"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cur := mustTool(t, tt.tool)
+			got, err := InputDeviations(cur.Input, sent)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("deviations (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
