@@ -30,6 +30,7 @@ func TestSchemaJudgementThroughServe(t *testing.T) {
 	tool := func(desc, input, rest string) string {
 		return `{"name":"t","description":` + desc + `,"inputSchema":` + input + rest + `}`
 	}
+	typeless := `{"$schema":"http://json-schema.org/draft-07/schema#"}`
 	optInt := `{"anyOf":[{"type":"integer"},{"type":"null"}],"default":null}`
 	tests := []struct {
 		name   string
@@ -80,6 +81,16 @@ func TestSchemaJudgementThroughServe(t *testing.T) {
 			calls: []string{`{"path":"/a"}`, `{"path":"/b"}`}},
 		{name: "narrowing against what is sent: typed, once omitted",
 			v1:    tool(`"Read."`, obj(`"path":{}`, ``), ``),
+			v2:    tool(`"Read."`, obj(`"path":{"type":"string"}`, `,"required":["path"]`), ``),
+			calls: []string{`{"path":"/a"}`, `{}`}, held: true, affected: []string{"path"}},
+		// A release whose input schema has no type at all (anything goes),
+		// then one typed object with path required.
+		{name: "narrowing against what is sent: typeless root, always sent as a string",
+			v1:    tool(`"Read."`, typeless, ``),
+			v2:    tool(`"Read."`, obj(`"path":{"type":"string"}`, `,"required":["path"]`), ``),
+			calls: []string{`{"path":"/a"}`, `{"path":"/b"}`}},
+		{name: "narrowing against what is sent: typeless root, once omitted",
+			v1:    tool(`"Read."`, typeless, ``),
 			v2:    tool(`"Read."`, obj(`"path":{"type":"string"}`, `,"required":["path"]`), ``),
 			calls: []string{`{"path":"/a"}`, `{}`}, held: true, affected: []string{"path"}},
 	}
@@ -147,6 +158,7 @@ func TestSchemaJudgementThroughServe(t *testing.T) {
 		t.Fatalf("watch: exit %d: %s", code, errOut)
 	}
 	verdicts := map[string][]events.SchemaVerdict{} // tool: its verdicts after the first
+	noBaseline := map[string]int{}                  // tool: its NO_BASELINE verdicts
 	for line := range strings.Lines(out) {
 		var ev struct {
 			Data events.SchemaVerdict `json:"data"`
@@ -154,7 +166,9 @@ func TestSchemaJudgementThroughServe(t *testing.T) {
 		if err := json.Unmarshal([]byte(line), &ev); err != nil {
 			t.Fatalf("watch printed %q: %v", line, err)
 		}
-		if ev.Data.Verdict != guards.NoBaseline {
+		if ev.Data.Verdict == guards.NoBaseline {
+			noBaseline[ev.Data.ToolID]++
+		} else {
 			verdicts[ev.Data.ToolID] = append(verdicts[ev.Data.ToolID], ev.Data)
 		}
 	}
@@ -162,6 +176,9 @@ func TestSchemaJudgementThroughServe(t *testing.T) {
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			id := toolID(i)
+			if n := noBaseline[id]; n != 1 {
+				t.Errorf("%d NO_BASELINE verdicts, want 1 (the first release taken)", n)
+			}
 			got := verdicts[id]
 			want := guards.DriftOnUnusedFields
 			if tt.held {
