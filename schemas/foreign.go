@@ -63,27 +63,8 @@ func (s *Schema) Conforms(v any) error {
 	if !errors.As(err, &verr) {
 		return fmt.Errorf("%w: %s", ErrInvalid, s.name)
 	}
-	var leaves []*jsonschema.ValidationError
-	var walk func(e *jsonschema.ValidationError)
-	walk = func(e *jsonschema.ValidationError) {
-		if len(e.Causes) == 0 {
-			leaves = append(leaves, e)
-			return
-		}
-		for _, c := range e.Causes {
-			walk(c)
-		}
-	}
-	walk(verr)
-	parts := make([]string, 0, maxReported+1)
-	for i, leaf := range leaves {
-		if i == maxReported {
-			parts = append(parts, fmt.Sprintf("and %d more", len(leaves)-maxReported))
-			break
-		}
-		parts = append(parts, "at "+pointer(leaf.InstanceLocation)+": "+valueFree(leaf.ErrorKind))
-	}
-	return fmt.Errorf("%w: %s: %s", ErrInvalid, s.name, strings.Join(parts, "; "))
+	valueFreeLeaf := func(e *jsonschema.ValidationError) string { return valueFree(e.ErrorKind) }
+	return fmt.Errorf("%w: %s: %s", ErrInvalid, s.name, describeLeaves(verr, valueFreeLeaf))
 }
 
 // valueFree says what failed without the instance's value.

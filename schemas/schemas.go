@@ -176,8 +176,15 @@ func (s *Schema) ValidateJSON(data []byte) error {
 const maxReported = 3
 
 // describe renders the leaves of a validation error tree: the places where a
-// keyword failed, not the keywords that only say "a subschema failed".
+// keyword failed, not the keywords that only say "a subschema failed", each
+// with the library's message.
 func describe(verr *jsonschema.ValidationError) string {
+	return describeLeaves(verr, leafMessage)
+}
+
+// describeLeaves renders the leaves of a validation error tree, at most
+// maxReported of them, each as its place and what message says of it.
+func describeLeaves(verr *jsonschema.ValidationError, message func(*jsonschema.ValidationError) string) string {
 	var leaves []*jsonschema.ValidationError
 	var walk func(e *jsonschema.ValidationError)
 	walk = func(e *jsonschema.ValidationError) {
@@ -196,7 +203,7 @@ func describe(verr *jsonschema.ValidationError) string {
 			parts = append(parts, fmt.Sprintf("and %d more", len(leaves)-maxReported))
 			break
 		}
-		parts = append(parts, "at "+pointer(leaf.InstanceLocation)+": "+leafMessage(leaf))
+		parts = append(parts, "at "+pointer(leaf.InstanceLocation)+": "+message(leaf))
 	}
 	return strings.Join(parts, "; ")
 }
