@@ -119,40 +119,59 @@ func contractMsg(t *testing.T, tool string, acc float64) events.Message {
 }
 
 // streamMessages reads every message of a stream.
+// streamMessages reads every message of the stream, in order. A read that
+// fails is tried again for up to 20s: after a node of a cluster stops, the
+// JetStream API can answer "no responders" until its leaders move, and
+// what the tests check is the stream's content, not that moment.
 func streamMessages(t *testing.T, js jetstream.JetStream, stream string) []jetstream.Msg {
 	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out, err := readStream(js, stream)
+		if err == nil {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("reading stream %s: %v", stream, err)
+		}
+		t.Logf("reading stream %s: %v; trying again", stream, err)
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func readStream(js jetstream.JetStream, stream string) ([]jetstream.Msg, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s, err := js.Stream(ctx, stream)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	info, err := s.Info(ctx)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	n := int(info.State.Msgs)
 	if n == 0 {
-		return nil
+		return nil, nil
 	}
 	c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	var out []jetstream.Msg
 	for len(out) < n {
 		batch, err := c.Fetch(n-len(out), jetstream.FetchMaxWait(2*time.Second))
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		for m := range batch.Messages() {
 			out = append(out, m)
 		}
 		if batch.Error() != nil {
-			t.Fatal(batch.Error())
+			return nil, batch.Error()
 		}
 	}
-	return out
+	return out, nil
 }
 
 func verdictsOf(t *testing.T, js jetstream.JetStream) []events.Event {

@@ -100,7 +100,6 @@ func TestLagMetrics(t *testing.T) {
 		}
 
 		src.res.Store(res)
-		fams = gather(t, reg)
 		wantLag := map[string]float64{}
 		wantLine := "lag: " + strconv.Itoa(3*partitions) + " events ("
 		for p := range partitions {
@@ -111,9 +110,13 @@ func TestLagMetrics(t *testing.T) {
 			wantLine += fmt.Sprintf("partition %d: 3", p)
 		}
 		wantLine += ")"
-		if got := gaugeValues(fams["toolsentry_lag_events"]); !cmp.Equal(got, wantLag) {
-			t.Errorf("partitions %d: lag %v, want %v", partitions, got, wantLag)
-		}
+		// The server counts a consumer's pending messages as the stream
+		// stores them, a moment after the publish is acknowledged: poll
+		// with a deadline, then read every view of the lag at once.
+		natstest.Eventually(t, 10*time.Second, fmt.Sprintf("partitions %d: lag %v", partitions, wantLag), func() bool {
+			fams = gather(t, reg)
+			return cmp.Equal(gaugeValues(fams["toolsentry_lag_events"]), wantLag)
+		})
 		if got := gaugeValues(fams["toolsentry_consumer_pending"]); !cmp.Equal(got, map[string]float64{"": float64(3 * partitions)}) {
 			t.Errorf("partitions %d: pending %v, want the sum", partitions, got)
 		}
