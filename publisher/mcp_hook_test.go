@@ -138,9 +138,12 @@ func TestAgentHookInMCPClient(t *testing.T) {
 	if _, err := cs.ListTools(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
+	// The view learns the tool's new version and the new directive from two
+	// watches: until the directive arrives, the payload check already
+	// halts the call under the rename's MIGRATE. Wait for the removal's own.
 	natstest.Eventually(t, 20*time.Second, "the removal's HALT", func() bool {
 		_, err := agent.Guard(ctx, "crm/lookup", json.RawMessage(`{"user_id":"u","limit":5}`))
-		return errors.Is(err, publisher.ErrHalt)
+		return errors.Is(err, publisher.ErrHalt) && strings.Contains(err.Error(), "['limit', 'user_id']")
 	})
 	n := len(received)
 	err = call()
