@@ -553,6 +553,6 @@ func (v *DirectiveView) Workflow(ctx context.Context, agent, composition string)
 func (v *DirectiveView) Close() {
 	v.cancel()
 	<-v.done
-	<-v.tools.done
+	<-v.tools.doneCh()
 	<-v.usage.doneCh()
 }

@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -52,14 +51,8 @@ func (u usageSurface) surface() guards.UsedSurface {
 	return guards.UsedSurface{Input: in, Output: slices.Clone(u.Output)}
 }
 
-// usageView follows one agent's usage records.
-type usageView struct {
-	mu    sync.RWMutex
-	tools map[string]usageSurface // by tool id
-
-	ready chan struct{}
-	done  chan struct{}
-}
+// usageView follows one agent's usage records, by tool id.
+type usageView = kvIndex[usageSurface]
 
 func watchUsage(ctx context.Context, js jetstream.JetStream, names events.Names, agent string) (*usageView, error) {
 	tok, err := events.KeyToken(agent)
@@ -74,57 +67,11 @@ func watchUsage(ctx context.Context, js jetstream.JetStream, names events.Names,
 	if err != nil {
 		return nil, fmt.Errorf("watching bucket %s: %w", names.UsageBucket(), err)
 	}
-	uv := &usageView{tools: map[string]usageSurface{}, ready: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(uv.done)
-		defer func() { _ = w.Stop() }()
-		readyOnce := sync.OnceFunc(func() { close(uv.ready) })
-		byKey := map[string]string{}
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case e, ok := <-w.Updates():
-				if !ok {
-					return
-				}
-				if e == nil {
-					readyOnce()
-					continue
-				}
-				uv.mu.Lock()
-				if e.Operation() != jetstream.KeyValuePut {
-					delete(uv.tools, byKey[e.Key()])
-					delete(byKey, e.Key())
-				} else {
-					var u usageSurface
-					if json.Unmarshal(e.Value(), &u) == nil && u.ToolID != "" && u.AgentID == agent {
-						byKey[e.Key()] = u.ToolID
-						uv.tools[u.ToolID] = u
-					}
-				}
-				uv.mu.Unlock()
-			}
-		}
-	}()
-	return uv, nil
-}
-
-// closed is the channel of a view that follows nothing.
-var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
-
-func (uv *usageView) doneCh() <-chan struct{} {
-	if uv == nil {
-		return closed
-	}
-	return uv.done
-}
-
-func (uv *usageView) lookup(tool string) (usageSurface, bool) {
-	uv.mu.RLock()
-	defer uv.mu.RUnlock()
-	u, ok := uv.tools[tool]
-	return u, ok
+	return followKV(ctx, w, func(e jetstream.KeyValueEntry) (string, usageSurface, bool) {
+		var u usageSurface
+		ok := json.Unmarshal(e.Value(), &u) == nil && u.ToolID != "" && u.AgentID == agent
+		return u.ToolID, u, ok
+	}), nil
 }
 
 // listedEntry is a local verdict: the directive it sets for the agent and

@@ -141,15 +141,9 @@ func short(fp string) string {
 	return fp
 }
 
-// toolView is a local copy of the baselines bucket, kept current by a KV
-// watch.
-type toolView struct {
-	mu    sync.RWMutex
-	tools map[string]*toolEntry // by tool id
-
-	ready chan struct{}
-	done  chan struct{}
-}
+// toolView is a local copy of the baselines bucket, by tool id, kept
+// current by a KV watch.
+type toolView = kvIndex[*toolEntry]
 
 // watchTools starts following the baselines bucket of names on js until
 // ctx ends. Its ready channel closes once the bucket's current values are
@@ -163,63 +157,25 @@ func watchTools(ctx context.Context, js jetstream.JetStream, names events.Names)
 	if err != nil {
 		return nil, fmt.Errorf("watching bucket %s: %w", names.BaselinesBucket(), err)
 	}
-	tv := &toolView{tools: map[string]*toolEntry{}, ready: make(chan struct{}), done: make(chan struct{})}
-	go tv.follow(ctx, w)
-	return tv, nil
+	return followKV(ctx, w, decodeToolEntry), nil
 }
 
-func (tv *toolView) follow(ctx context.Context, w jetstream.KeyWatcher) {
-	defer close(tv.done)
-	defer func() { _ = w.Stop() }()
-	readyOnce := sync.OnceFunc(func() { close(tv.ready) })
-	// Deleted keys name the tool by key only: remember which tool each key
-	// held.
-	byKey := map[string]string{}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case e, ok := <-w.Updates():
-			if !ok {
-				return
-			}
-			if e == nil {
-				readyOnce()
-				continue
-			}
-			tv.mu.Lock()
-			if id, ok := byKey[e.Key()]; ok && e.Operation() != jetstream.KeyValuePut {
-				delete(tv.tools, id)
-				delete(byKey, e.Key())
-			} else if e.Operation() == jetstream.KeyValuePut {
-				if s, err := DecodeToolState(e.Value()); err == nil {
-					// An unreadable record leaves the tool unknown: its
-					// directives then apply as they are.
-					var k struct {
-						Known []struct {
-							Fingerprint string `json:"fingerprint"`
-						} `json:"known"`
-					}
-					_ = json.Unmarshal(e.Value(), &k)
-					entry := &toolEntry{state: s}
-					for _, v := range k.Known {
-						entry.known = append(entry.known, v.Fingerprint)
-					}
-					byKey[e.Key()] = s.ToolID
-					tv.tools[s.ToolID] = entry
-				}
-			}
-			tv.mu.Unlock()
-		}
+// decodeToolEntry reads a baseline record. An unreadable record leaves the
+// tool unknown: its directives then apply as they are.
+func decodeToolEntry(e jetstream.KeyValueEntry) (string, *toolEntry, bool) {
+	s, err := DecodeToolState(e.Value())
+	if err != nil {
+		return "", nil, false
 	}
-}
-
-func (tv *toolView) lookup(tool string) (*toolEntry, bool) {
-	if tv == nil {
-		return nil, false
+	var k struct {
+		Known []struct {
+			Fingerprint string `json:"fingerprint"`
+		} `json:"known"`
 	}
-	tv.mu.RLock()
-	defer tv.mu.RUnlock()
-	e, ok := tv.tools[tool]
-	return e, ok
+	_ = json.Unmarshal(e.Value(), &k)
+	entry := &toolEntry{state: s}
+	for _, v := range k.Known {
+		entry.known = append(entry.known, v.Fingerprint)
+	}
+	return s.ToolID, entry, true
 }
