@@ -20,7 +20,7 @@ type ChangeSide string
 
 // The sides of a tool. The agent writes the input and reads the output.
 const (
-	SideTool   ChangeSide = "tool"   // name, title, description, annotations
+	SideTool   ChangeSide = "tool"   // name, title, description, annotations, other Tool fields
 	SideInput  ChangeSide = "input"  // inputSchema
 	SideOutput ChangeSide = "output" // outputSchema
 )
@@ -43,6 +43,10 @@ const (
 	AdditionalPropertiesChanged ChangeKind = "additional_properties_changed"
 	DescriptionChanged          ChangeKind = "description_changed"
 	AnnotationChanged           ChangeKind = "annotation_changed"
+	// ToolFieldChanged is a change of a Tool field outside the fingerprint
+	// ("_meta", "icons"): never breaking, it affects only the agents that
+	// depend on the field (UsedSurface.Tool).
+	ToolFieldChanged ChangeKind = "tool_field_changed"
 )
 
 // Change is one difference between two versions of a tool. Its JSON field
@@ -81,7 +85,8 @@ type Change struct {
 }
 
 // DiffTools lists the changes from old to new, sorted by side, path, kind
-// and keyword. Two tools with equal fingerprints have no changes.
+// and keyword. Two tools with equal fingerprints have no changes but
+// ToolFieldChanged ones (their ToolFieldsDigest differs).
 func DiffTools(old, new ToolDefinition) ([]Change, error) {
 	recs, _, err := diffToolRecords(old, new)
 	if err != nil {
@@ -305,6 +310,16 @@ func (d *schemaDiffer) diffToolFields(o, n ToolDefinition) {
 			r.Breaking, r.Reason = executionChange(ov, nv)
 		}
 		d.rec(r, optValue(ov, oOK), optValue(nv, nOK))
+	}
+	for _, k := range unionKeys(o.Informational, n.Informational) {
+		ov, oOK := o.Informational[k]
+		nv, nOK := n.Informational[k]
+		if oOK && nOK && sameValue(ov, nv) {
+			continue
+		}
+		d.rec(diffRecord{Change: Change{Path: escapePathName(k), Kind: ToolFieldChanged, Keyword: k,
+			Reason: fmt.Sprintf("tool field %s changed: metadata and display only, no call changes; it affects only agents that depend on it", k)}},
+			optValue(ov, oOK), optValue(nv, nOK))
 	}
 }
 

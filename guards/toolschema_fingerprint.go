@@ -34,8 +34,14 @@ type ToolDefinition struct {
 	// default. Nil for a bare schema.
 	Annotations map[string]any
 	// Extra holds other fields of the Tool object that can change behaviour
-	// (for example "execution"), verbatim; "_meta" and "icons" are left out.
+	// (for example "execution"), verbatim; "_meta" and "icons" are not
+	// among them.
 	Extra map[string]any
+	// Informational holds the Tool fields that change no call, "_meta" and
+	// "icons", verbatim. They are no part of the fingerprint (a new build
+	// stamp in _meta is not a new contract); ToolFieldsDigest covers them,
+	// and the diff reports their changes as ToolFieldChanged.
+	Informational map[string]any
 	// Bare is true when the document was a bare JSON Schema.
 	Bare bool
 	// Version is the tool's nominal version (for example the MCP server's
@@ -165,7 +171,11 @@ func parseMCPTool(m map[string]any) (ToolDefinition, error) {
 				t.Annotations[ak] = av
 			}
 		case "_meta", "icons":
-			// Metadata and display only: no behaviour.
+			// Metadata and display only: no behaviour, no fingerprint.
+			if t.Informational == nil {
+				t.Informational = map[string]any{}
+			}
+			t.Informational[k] = v
 		default:
 			if t.Extra == nil {
 				t.Extra = map[string]any{}
@@ -196,6 +206,22 @@ func parseMCPTool(m map[string]any) (ToolDefinition, error) {
 // additionalProperties, descriptions or annotations a different one.
 func Fingerprint(t ToolDefinition) (string, error) {
 	b, err := CanonicalToolJSON(t)
+	if err != nil {
+		return "", err
+	}
+	return fingerprintOf(b), nil
+}
+
+// ToolFieldsDigest is "sha256:" and the hex SHA-256 of the RFC 8785 form of
+// the tool's Informational fields (an object of "_meta" and "icons", those
+// present; {} when none): what Fingerprint leaves out. Two versions with
+// equal fingerprints and different digests differ only there.
+func ToolFieldsDigest(t ToolDefinition) (string, error) {
+	m := t.Informational
+	if m == nil {
+		m = map[string]any{}
+	}
+	b, err := appendCanonicalValue(make([]byte, 0, 64), m, 0)
 	if err != nil {
 		return "", err
 	}

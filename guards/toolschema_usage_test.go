@@ -2,6 +2,8 @@ package guards
 
 import (
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -127,5 +129,91 @@ func TestDriftAgainstWhatIsSent(t *testing.T) {
 		if len(tc.want) == 0 && verdict != DriftOnUnusedFields {
 			t.Errorf("%s: verdict %s, want %s", tc.name, verdict, DriftOnUnusedFields)
 		}
+	}
+}
+
+// Rule 6, the Tool fields outside the fingerprint (_meta, icons): a change
+// is reported as ToolFieldChanged, never breaking, and affects only an
+// agent that depends on the field; the fingerprint stays, and a repeat of
+// the same values (in another key order) is no change.
+func TestDriftToolFieldsOutsideTheFingerprint(t *testing.T) {
+	tool := func(extra string) string {
+		return `{"name":"read_file","inputSchema":{"type":"object","properties":{"path":{"type":"string"}}}` + extra + `}`
+	}
+	icons := `,"icons":[{"src":"https://example.com/a.png","mimeType":"image/png"}]`
+	plain := UsedSurface{Input: []string{"path"}}
+	for _, tc := range []struct {
+		name     string
+		old, new string
+		surface  UsedSurface
+		verdict  SchemaVerdict
+		changes  []string // side:path:kind
+		affected []string
+	}{
+		{"icons added", tool(""), tool(icons), plain, DriftOnUnusedFields, []string{"tool:icons:tool_field_changed"}, nil},
+		{"icons removed", tool(icons), tool(""), plain, DriftOnUnusedFields, []string{"tool:icons:tool_field_changed"}, nil},
+		{"icons changed, agent depends on them", tool(icons), tool(`,"icons":[{"src":"https://example.com/b.png"}]`),
+			UsedSurface{Tool: []string{"icons"}}, DriftOnUsedFields, []string{"tool:icons:tool_field_changed"}, []string{"tool:icons"}},
+		{"_meta changed", tool(`,"_meta":{"build":"1"}`), tool(`,"_meta":{"build":"2"}`), plain, DriftOnUnusedFields, []string{"tool:_meta:tool_field_changed"}, nil},
+		{"_meta and icons added", tool(""), tool(`,"_meta":{"build":"1"}` + icons), plain, DriftOnUnusedFields,
+			[]string{"tool:_meta:tool_field_changed", "tool:icons:tool_field_changed"}, nil},
+		{"same icons, other key order", tool(icons), tool(`,"icons":[{"mimeType":"image/png","src":"https://example.com/a.png"}]`), plain, SchemaMatch, nil, nil},
+		{"icons with a contract change", tool(""), strings.Replace(tool(icons), `"path":{"type":"string"}`, `"path":{"type":"string"},"n":{"type":"integer"}`, 1), plain,
+			DriftOnUnusedFields, []string{"input:n:field_added", "tool:icons:tool_field_changed"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			old, new := mustTool(t, tc.old), mustTool(t, tc.new)
+			rep, err := EvaluateDrift(old, new, tc.surface)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, c := range rep.Changes {
+				got = append(got, string(c.Side)+":"+c.Path+":"+string(c.Kind))
+				if c.Breaking || c.Security {
+					t.Errorf("change %+v: want neither breaking nor security", c)
+				}
+			}
+			if diff := cmp.Diff(tc.changes, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("changes (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.affected, rep.Affected, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("affected (-want +got):\n%s", diff)
+			}
+			if rep.Manifest.Verdict != tc.verdict {
+				t.Errorf("verdict %s, want %s", rep.Manifest.Verdict, tc.verdict)
+			}
+			contractChanged := strings.Contains(tc.name, "contract")
+			if (rep.OldFingerprint != rep.NewFingerprint) != contractChanged {
+				t.Errorf("fingerprints %s and %s: want them different only with a contract change", rep.OldFingerprint, rep.NewFingerprint)
+			}
+			// The seed's gate decides, digests byte for byte: a drift is
+			// judged as one between any two fingerprints, a match as the
+			// match of the fingerprint.
+			baseFP := rep.OldFingerprint
+			if tc.verdict != SchemaMatch {
+				baseFP = "sha256:another"
+			}
+			want := EvaluateSchema(ToolSchema{ToolID: "read_file", SchemaFingerprint: rep.NewFingerprint, UsedFields: rep.UsedFields},
+				&SchemaBaseline{BaselineFingerprint: baseFP, BaselineUsedFields: rep.UsedFields, ChangedFields: rep.ChangedFields})
+			if rep.Manifest != want {
+				t.Errorf("manifest %+v, want the seed's %+v", rep.Manifest, want)
+			}
+			od, err := ToolFieldsDigest(old)
+			if err != nil {
+				t.Fatal(err)
+			}
+			nd, err := ToolFieldsDigest(new)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (od != nd) != slices.ContainsFunc(rep.Changes, func(c Change) bool { return c.Kind == ToolFieldChanged }) {
+				t.Errorf("tool fields digests %s and %s disagree with the changes %v", od, nd, got)
+			}
+		})
+	}
+	// No informational field: the digest of {}.
+	if d, err := ToolFieldsDigest(mustTool(t, tool(""))); err != nil || d != "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a" {
+		t.Errorf("ToolFieldsDigest of a tool without _meta or icons = %s, %v; want the digest of {}", d, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -192,7 +193,8 @@ func SurfaceKey(side ChangeSide, path string) string {
 //     field that became required;
 //   - a breaking or security-relevant change of the tool's own fields (its
 //     name, description: every caller's model reads them), and a change of
-//     a Tool field it depends on (UsedSurface.Tool);
+//     a Tool field it depends on (UsedSurface.Tool), among them those
+//     outside the fingerprint (_meta, icons: ToolFieldChanged);
 //   - a description or title anywhere that now holds instructions to the
 //     model.
 //
@@ -325,7 +327,7 @@ func (d *Drift) Evaluate(surface UsedSurface) (DriftReport, error) {
 	toolID := cmp.Or(new.ID, new.Name, old.ID, old.Name)
 	manifest := EvaluateSchema(
 		ToolSchema{ToolID: toolID, Version: new.Version, SchemaFingerprint: newFP, UsedFields: usedList},
-		&SchemaBaseline{BaselineFingerprint: oldFP, BaselineUsedFields: usedList, ChangedFields: changed},
+		&SchemaBaseline{BaselineFingerprint: gateBaselineFingerprint(oldFP, newFP, recs), BaselineUsedFields: usedList, ChangedFields: changed},
 	)
 	changes := make([]Change, len(recs))
 	for i, r := range recs {
@@ -342,6 +344,20 @@ func (d *Drift) Evaluate(surface UsedSurface) (DriftReport, error) {
 		Manifest:       manifest,
 		Migration:      planMigration(recs, loops),
 	}, nil
+}
+
+// gateBaselineFingerprint is the baseline fingerprint the seed's gate is
+// given. The gate takes equal fingerprints for "no change" (SCHEMA_MATCH);
+// two versions whose fingerprints are equal but whose Tool fields outside
+// the fingerprint differ (ToolFieldChanged: _meta, icons) did change, so
+// the gate is given oldFP marked as such, and judges their drift as any
+// other. The drift verdicts' digests hash no fingerprint, so the mark
+// appears nowhere; reports name oldFP.
+func gateBaselineFingerprint(oldFP, newFP string, recs []diffRecord) string {
+	if oldFP == newFP && slices.ContainsFunc(recs, func(r diffRecord) bool { return r.Kind == ToolFieldChanged }) {
+		return oldFP + "+tool-fields"
+	}
+	return oldFP
 }
 
 // unrollSurface maps paths that go round a recursive schema to the path of

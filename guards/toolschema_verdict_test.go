@@ -290,6 +290,10 @@ var realisticCases = []struct {
 		map[string]string{"payload.json": `{"query":"model context protocol"}`}},
 	{"description_rug_pull", nil, DriftOnUsedFields, []string{"tool:annotations.openWorldHint", "tool:description"},
 		map[string]string{"payload.json": `{"a":2,"b":3}`}},
+	// A release that added icons and a new build stamp in _meta, with the
+	// same contract: reported, it halts nobody.
+	{"icons_added", nil, DriftOnUnusedFields, []string{},
+		map[string]string{"payload.json": `{"city":"Lisbon"}`}},
 	{"recursive_filter", nil, DriftOnUsedFields, []string{"filter.op"},
 		map[string]string{
 			"payload.json":        `{"database_id":"db1","filter":{"operator":"equals","property":"Status","value":"Done"}}`,

@@ -26,7 +26,8 @@ func init() {
 
 const toolInputsHelp = `OLD and NEW are JSON files, each one of:
   - an MCP Tool object: {"name", "title", "description", "inputSchema",
-    "outputSchema", "annotations"} (MCP 2025-06-18 and later);
+    "outputSchema", "annotations", "icons", "_meta", ...} (MCP 2025-06-18
+    and later);
   - an MCP tools/list result {"tools": [...]} (or the JSON-RPC response
     holding it); pick the tool with --tool when it lists more than one;
   - a bare JSON Schema (draft-04 to 2020-12), taken as the input schema.
@@ -37,8 +38,8 @@ const diffUsage = `Usage: toolsentry diff [flags] OLD NEW
 
 Compares two versions of a tool and lists what changed: renamed, added and
 removed fields, types, defaults, required, enums, formats, constraints,
-additionalProperties, descriptions and annotations, each judged breaking or
-not (the agent writes the input and reads the output). With the agent's used
+additionalProperties, descriptions, annotations and other Tool fields, each
+judged breaking or not (the agent writes the input and reads the output). With the agent's used
 surface it gives the schema drift verdict (SCHEMA_MATCH,
 DRIFT_ON_UNUSED_FIELDS or DRIFT_ON_USED_FIELDS, with the directive and
 manifest digest of the reference guard) and the migration plan that rewrites
@@ -88,11 +89,17 @@ omits (a default reaches an agent only through calls that omit the field:
 the model, and a Tool field it depends on (--used-tool; annotations are hints
 and never break a payload).
 
+_meta and icons change no call and are outside the fingerprint: when only they
+change, OLD and NEW have the same fingerprint, each change is of kind
+tool_field_changed (never breaking), and the verdict is DRIFT_ON_UNUSED_FIELDS
+(PROCEED) unless --used-tool names the field.
+
 Flags (they may come before or after the files):
   --used PATHS         input paths the agent sends, comma separated; repeatable (default: none)
   --used-output PATHS  output paths the agent reads, comma separated; repeatable (default: none)
   --used-tool FIELDS   Tool fields the agent depends on, comma separated; repeatable (default:
-                       none): execution for an agent that runs the tool as a task
+                       none): execution for an agent that runs the tool as a task,
+                       icons or _meta for one that reads them
   --args FILE          an arguments object the agent sent: its paths are added to --used,
                        and a narrowing that still accepts what it sends (a field it sends
                        becoming required, a type that still takes its values) does not

@@ -60,6 +60,7 @@ var diffGoldenCases = []struct {
 	{"default_replaced", ""},
 	{"typed_empty_schema", ""},
 	{"optional_widened", "issues[].state"},
+	{"icons_added", ""},
 }
 
 func TestDiffGolden(t *testing.T) {
