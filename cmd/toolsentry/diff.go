@@ -92,7 +92,8 @@ and never break a payload).
 _meta and icons change no call and are outside the fingerprint: when only they
 change, OLD and NEW have the same fingerprint, each change is of kind
 tool_field_changed (never breaking), and the verdict is DRIFT_ON_UNUSED_FIELDS
-(PROCEED) unless --used-tool names the field.
+(PROCEED) unless --used-tool names the field. serve reports such a change once
+per agent, when the tool first presents it, and its repeats not at all.
 
 Flags (they may come before or after the files):
   --used PATHS         input paths the agent sends, comma separated; repeatable (default: none)

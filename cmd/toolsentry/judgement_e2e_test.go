@@ -41,6 +41,8 @@ func TestSchemaJudgementThroughServe(t *testing.T) {
 		// security, a change the verdict must mark security:true.
 		affected []string
 		security string
+		// repeat publishes v2 a second time: it must stay one verdict.
+		repeat bool
 	}{
 		{name: "combinators: Optional[int] widened to Optional[int|str]",
 			v1:    tool(`"Count."`, obj(`"n":`+optInt, ``), ``),
@@ -75,6 +77,10 @@ func TestSchemaJudgementThroughServe(t *testing.T) {
 			v1:    tool(`"Read."`, obj(`"path":{"type":"string"}`, ``), ``),
 			v2:    tool(`"Read."`, obj(`"path":{"type":"string"}`, ``), `,"execution":{"taskSupport":"forbidden"}`),
 			calls: []string{`{"path":"/a"}`}},
+		{name: "tool fields: icons and _meta, outside the fingerprint, changed",
+			v1:    tool(`"Read."`, obj(`"path":{"type":"string"}`, ``), `,"_meta":{"build":"1"}`),
+			v2:    tool(`"Read."`, obj(`"path":{"type":"string"}`, ``), `,"_meta":{"build":"2"},"icons":[{"src":"https://example.com/read.png"}]`),
+			calls: []string{`{"path":"/a"}`}, repeat: true},
 		{name: "narrowing against what is sent: typed, always sent as a string",
 			v1:    tool(`"Read."`, obj(`"path":{}`, ``), ``),
 			v2:    tool(`"Read."`, obj(`"path":{"type":"string"}`, `,"required":["path"]`), ``),
@@ -130,6 +136,9 @@ func TestSchemaJudgementThroughServe(t *testing.T) {
 			publish("invocation", id, events.TypeInvocation, fmt.Sprintf(`{"tool_id":%q,"agent_id":%q,"arguments":%s}`, id, agent, args))
 		}
 		last[id] = publish("schema", id, events.TypeSchemaObserved, fmt.Sprintf(`{"tool_id":%q,"version":"2","tool":%s}`, id, tt.v2))
+		if tt.repeat {
+			last[id] = publish("schema", id, events.TypeSchemaObserved, fmt.Sprintf(`{"tool_id":%q,"version":"2","tool":%s}`, id, tt.v2))
+		}
 	}
 
 	kv, err := js.KeyValue(ctx, "toolsentry-baselines")

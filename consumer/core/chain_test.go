@@ -103,10 +103,11 @@ func TestRepeatedVersionIsCountedNotReported(t *testing.T) {
 	}
 
 	// The same fingerprint under another version label, or in another Tool
-	// object (with _meta, which is no part of the fingerprint), is
-	// recorded as the current version, and counted with it.
-	withMeta := strings.Replace(crmV1, `{"name":"lookup",`, `{"name":"lookup","_meta":{"build":"2026.10.3"},`, 1)
-	for i, next := range []string{obs("1.0.1", crmV1), obs("1.0.1", withMeta)} {
+	// object (an annotation stating its default), is recorded as the
+	// current version, and counted with it. (A change of _meta, outside
+	// the fingerprint, is reported: TestToolFieldsChangeIsReportedOnce.)
+	spelledOut := strings.Replace(crmV1, `{"name":"lookup",`, `{"name":"lookup","annotations":{"readOnlyHint":false},`, 1)
+	for i, next := range []string{obs("1.0.1", crmV1), obs("1.0.1", spelledOut)} {
 		seq := uint64(3 + i)
 		eff := d.apply(seq, "schema", "crm.lookup", events.TypeSchemaObserved, next)
 		if len(eff.Verdicts) != 0 {

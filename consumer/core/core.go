@@ -100,13 +100,23 @@ type driftKey struct {
 const maxCachedDrifts = 1024
 
 // parsedTool is a cached tool version: its definition and, once asked for,
-// its fingerprint.
+// its fingerprint and the digest of its Tool fields outside it.
 type parsedTool struct {
 	def guards.ToolDefinition
 
 	once        sync.Once
 	fingerprint string
+	toolFields  string
 	err         error
+}
+
+// hash computes the entry's fingerprint and tool fields digest, once.
+func (p *parsedTool) hash() {
+	p.once.Do(func() {
+		if p.fingerprint, p.err = guards.Fingerprint(p.def); p.err == nil {
+			p.toolFields, p.err = guards.ToolFieldsDigest(p.def)
+		}
+	})
 }
 
 // maxCachedDefs bounds the cache of parsed tool definitions.
@@ -168,8 +178,19 @@ func (c *Core) fingerprinted(v ToolVersion) (guards.ToolDefinition, string, erro
 	if err != nil {
 		return guards.ToolDefinition{}, "", err
 	}
-	p.once.Do(func() { p.fingerprint, p.err = guards.Fingerprint(p.def) })
+	p.hash()
 	return p.def, p.fingerprint, p.err
+}
+
+// toolFields returns the digest of a tool version's Tool fields outside
+// its fingerprint (guards.ToolFieldsDigest: _meta, icons), cached.
+func (c *Core) toolFields(v ToolVersion) (string, error) {
+	p, err := c.parsed(v)
+	if err != nil {
+		return "", err
+	}
+	p.hash()
+	return p.toolFields, p.err
 }
 
 // evaluateDrift is guards.EvaluateDrift of two tool versions' definitions

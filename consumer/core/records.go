@@ -32,6 +32,10 @@ type ToolVersion struct {
 	Tool        json.RawMessage `json:"tool"`
 	Seq         uint64          `json:"seq"`      // stream sequence of the observation
 	EventID     string          `json:"event_id"` // CloudEvent id of the observation
+	// ToolFields is the digest of the Tool fields outside the fingerprint
+	// (guards.ToolFieldsDigest: _meta, icons); "" in a version recorded
+	// before it was kept, which takes the next observation's silently.
+	ToolFields string `json:"tool_fields,omitempty"`
 }
 
 // maxKnownVersions bounds how many past versions of a tool a baseline

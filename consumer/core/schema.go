@@ -22,6 +22,11 @@ const UnversionedTool = "unversioned"
 //     MCP session listing its tools again, a proxy re-listing after
 //     list_changed, a second proxy of the same server): nothing new to
 //     tell, so no verdict. The baseline record counts it (Seen, LastSeen).
+//   - The fingerprint it presented last with other Tool fields outside the
+//     fingerprint (_meta, icons; the digest ToolVersion.ToolFields): that
+//     change, diffed against the last version, one verdict per agent
+//     (DRIFT_ON_UNUSED_FIELDS: it breaks no call); a repeat of it is
+//     counted as above. A record from before the digest takes it silently.
 //   - The baseline's fingerprint after another one: SCHEMA_MATCH, and a
 //     held drift that was reverted is released.
 //   - Otherwise the diff against the baseline, one verdict per agent that
@@ -81,6 +86,9 @@ func (c *Core) observeTool(st *overlay, in Input, toolID, version string, tool e
 	if err != nil {
 		return err
 	}
+	if v.ToolFields, err = c.toolFields(v); err != nil {
+		return err
+	}
 	def.ID = toolID
 	v.Fingerprint = fp
 
@@ -88,10 +96,11 @@ func (c *Core) observeTool(st *overlay, in Input, toolID, version string, tool e
 	if found && prev.LastSeq >= in.Seq {
 		return nil // applied before this redelivery: its verdicts went out first
 	}
-	if found && prev.Current.Fingerprint == v.Fingerprint {
+	if found && prev.Current.Fingerprint == v.Fingerprint && !toolFieldsChanged(prev.Current, v) {
 		// The version the tool presented last, again: its pair was judged
 		// when it came. Only the baseline record changes, to count it (one
-		// write, no verdict, whatever the chain head).
+		// write, no verdict, whatever the chain head). A current version
+		// recorded without its tool fields digest takes this one's.
 		next := cloneBaseline(prev)
 		next.Seen = max(prev.Seen, 1) + 1 // a record from before Seen: its current version was seen once at least
 		next.LastSeen, next.LastSeq, next.LastEventID = in.Event.Time, in.Seq, in.Event.ID
@@ -131,6 +140,7 @@ func (c *Core) observeTool(st *overlay, in Input, toolID, version string, tool e
 
 	current := guards.ToolSchema{ToolID: toolID, Version: version, SchemaFingerprint: v.Fingerprint}
 	var next *BaselineRecord
+	seen := uint64(1)
 	switch {
 	case !found:
 		m := guards.EvaluateSchema(current, nil)
@@ -138,6 +148,42 @@ func (c *Core) observeTool(st *overlay, in Input, toolID, version string, tool e
 			return err
 		}
 		next = &BaselineRecord{ToolID: toolID, Baseline: v, Current: v}
+	case prev.Current.Fingerprint == v.Fingerprint:
+		// The current version with other Tool fields outside the
+		// fingerprint (_meta, icons): their change, judged against the
+		// current version, one verdict per agent (a drift the baseline is
+		// held on was reported when it came). Such a change breaks no
+		// call, and no agent's recorded usage depends on those fields, so
+		// it holds nothing: the baseline advances unless already held.
+		curDef, err := c.definition(prev.Current)
+		if err != nil {
+			return fmt.Errorf("current version of %q: %w", toolID, err)
+		}
+		curDef.ID = toolID
+		report := func(agent string, surface guards.UsedSurface) error {
+			rep, err := c.evaluateDrift(prev.Current, curDef, v, def, surface)
+			if err != nil {
+				return err
+			}
+			return c.verdict(st, eff, in, schemaVerdict(rep.Manifest, agent, prev.Current.Fingerprint, &rep))
+		}
+		agents := st.UsageOfTool(toolID)
+		if len(agents) == 0 {
+			if err := report("", guards.UsedSurface{}); err != nil {
+				return err
+			}
+		}
+		for _, u := range agents {
+			if err := report(u.AgentID, u.Surface()); err != nil {
+				return fmt.Errorf("agent %q: %w", u.AgentID, err)
+			}
+		}
+		next = cloneBaseline(prev)
+		next.Current = v
+		if !prev.Held {
+			next.Baseline = v
+		}
+		seen = max(prev.Seen, 1) + 1 // the same fingerprint: counted on
 	case prev.Baseline.Fingerprint == v.Fingerprint:
 		// Back to the baseline from another version.
 		m := guards.EvaluateSchema(current, &guards.SchemaBaseline{BaselineFingerprint: prev.Baseline.Fingerprint})
@@ -187,7 +233,7 @@ func (c *Core) observeTool(st *overlay, in Input, toolID, version string, tool e
 			next.Baseline = v
 		}
 	}
-	next.LastSeq, next.LastEventID, next.Seen, next.LastSeen = in.Seq, in.Event.ID, 1, in.Event.Time
+	next.LastSeq, next.LastEventID, next.Seen, next.LastSeen = in.Seq, in.Event.ID, seen, in.Event.Time
 	next.remember(v)
 	eff.Writes = append(eff.Writes, Write{Bucket: Baselines, IDs: []string{toolID}, Record: next})
 	if !found || prev.Current.Fingerprint != v.Fingerprint {
@@ -225,9 +271,17 @@ func redoWrites(eff *Effects, toolID string) func() {
 }
 
 // sameVersion reports whether b is the version a, observed again: the same
-// fingerprint, version label and MCP Tool object.
+// fingerprint, version label, MCP Tool object and tool fields digest.
 func sameVersion(a, b ToolVersion) bool {
-	return a.Fingerprint == b.Fingerprint && a.Version == b.Version && bytes.Equal(a.Tool, b.Tool)
+	return a.Fingerprint == b.Fingerprint && a.Version == b.Version && bytes.Equal(a.Tool, b.Tool) && a.ToolFields == b.ToolFields
+}
+
+// toolFieldsChanged reports whether b, of a's fingerprint, changed the Tool
+// fields outside it (_meta, icons). A version recorded without the digest
+// (before it was kept) changed nothing: it takes b's, so that no deployed
+// baseline reports at the upgrade what it never recorded.
+func toolFieldsChanged(a, b ToolVersion) bool {
+	return a.ToolFields != "" && a.ToolFields != b.ToolFields
 }
 
 // noMigration is the migration of a verdict without drift: no steps. It is
