@@ -138,6 +138,21 @@ func (n *SchemaNode) IsAny() bool {
 		len(n.Extra) == 0)
 }
 
+// constrainsNothing reports whether the schema accepts every value: IsAny,
+// or a schema with annotations only (description, title, default and the
+// keywords Extra holds: examples, deprecated, readOnly, $comment, ...) and
+// no type, constraint, format or applicator. Such a schema is typeless
+// ("anything goes") as {} is, though it says something: the diff still
+// reports its annotations.
+func (n *SchemaNode) constrainsNothing() bool {
+	if n == nil {
+		return true
+	}
+	bare := *n
+	bare.Description, bare.Title, bare.Default, bare.HasDefault, bare.Extra = "", "", nil, false, nil
+	return bare.IsAny()
+}
+
 // EnumContains reports whether the enum holds a value equal to v (by
 // canonical JSON, so 1 equals 1.0). A node without enum contains nothing.
 func (n *SchemaNode) EnumContains(v any) bool {

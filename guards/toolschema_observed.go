@@ -157,7 +157,7 @@ func lookupDeclared(n *SchemaNode, toks []pathTok) (node *SchemaNode, judged boo
 				return nil, false
 			}
 			if n.Items == nil {
-				if n.IsAny() {
+				if n.constrainsNothing() {
 					return nil, false
 				}
 				return nil, true
@@ -170,10 +170,11 @@ func lookupDeclared(n *SchemaNode, toks []pathTok) (node *SchemaNode, judged boo
 			if len(n.PatternProperties) > 0 {
 				return nil, false // a pattern may declare it; not judged here
 			}
-			if n.IsAny() {
-				// A schema without type or properties (anything goes,
-				// as a typeless inputSchema): it declares nothing, so
-				// nothing sent under it is undeclared, as with items.
+			if n.constrainsNothing() {
+				// A schema without type, properties or any constraint
+				// (anything goes, as a typeless inputSchema, annotated
+				// or not): it declares nothing, so nothing sent under it
+				// is undeclared, as with items.
 				return nil, false
 			}
 			return nil, true

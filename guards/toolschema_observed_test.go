@@ -120,10 +120,11 @@ func TestObservedInputTuple(t *testing.T) {
 	}
 }
 
-// TestObservedInputTypeless: a schema that says nothing (a typeless root,
-// {"$schema": ...} only, or a property {}) declares nothing, so what an
-// agent sends under it is not undeclared; a typed object without
-// properties still is judged.
+// TestObservedInputTypeless: a schema that constrains nothing (a typeless
+// root, {"$schema": ...} only or with annotations only, or a property {})
+// declares nothing, so what an agent sends under it is not undeclared; a
+// typed object without properties, or a root with any constraint keyword,
+// still is judged.
 func TestObservedInputTypeless(t *testing.T) {
 	sent := map[string]TypeSet{"path": TypeString, "opts": TypeObject, "opts.x": TypeInteger}
 	tests := []struct {
@@ -134,8 +135,13 @@ func TestObservedInputTypeless(t *testing.T) {
 		{"empty root", `{"name":"read","inputSchema":{}}`, nil},
 		{"typeless property", `{"name":"read","inputSchema":{"type":"object","properties":{"path":{"type":"string"},"opts":{}}}}`, nil},
 		{"typed object without properties", `{"name":"read","inputSchema":{"type":"object"}}`, []string{"opts", "opts.x", "path"}},
-		// A description says something (IsAny, as for items): judged.
-		{"typeless root with a description", `{"name":"read","inputSchema":{"description":"anything"}}`, []string{"opts", "opts.x", "path"}},
+		// Annotations constrain nothing: still typeless.
+		{"typeless root with a description", `{"name":"read","inputSchema":{"description":"anything"}}`, nil},
+		{"typeless root with annotations only", `{"name":"read","inputSchema":{"$schema":"http://json-schema.org/draft-07/schema#","title":"Args","description":"d","$comment":"c","examples":[{"path":"/a"}],"default":{},"deprecated":false,"x-vendor":1}}`, nil},
+		{"typeless property with a description", `{"name":"read","inputSchema":{"type":"object","properties":{"path":{"type":"string"},"opts":{"description":"options"}}}}`, nil},
+		// One constraint keyword is enough to be judged.
+		{"root with a format", `{"name":"read","inputSchema":{"description":"d","format":"uri"}}`, []string{"opts", "opts.x", "path"}},
+		{"root with minProperties", `{"name":"read","inputSchema":{"description":"d","minProperties":1}}`, []string{"opts", "opts.x", "path"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

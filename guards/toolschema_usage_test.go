@@ -217,3 +217,53 @@ func TestDriftToolFieldsOutsideTheFingerprint(t *testing.T) {
 		t.Errorf("ToolFieldsDigest of a tool without _meta or icons = %s, %v; want the digest of {}", d, err)
 	}
 }
+
+// Rule 7 with a root that constrains nothing but carries annotations (only
+// a description, or $schema, title, description, examples): typeless as
+// {"$schema": ...} is. Typed by the next release, it is judged against what
+// the agent sends; the other way, it widens everything, and the field the
+// agent sends is no longer declared, as for {"$schema": ...}.
+func TestDriftTypelessRootWithAnnotations(t *testing.T) {
+	typed := `{"name":"read_file","inputSchema":{"type":"object","properties":{"path":{"type":"string"}},"required":["path"],"additionalProperties":false}}`
+	calls := func(args ...any) UsedSurface {
+		return UsedSurface{Input: SurfaceFromArguments(args[0]), Sends: SendsFromArguments(args...)}
+	}
+	always := calls(map[string]any{"path": "/a"}, map[string]any{"path": "/b"})
+	omitted := calls(map[string]any{"path": "/a"}, map[string]any{})
+	for _, root := range []string{
+		`{"$schema":"http://json-schema.org/draft-07/schema#"}`,
+		`{"description":"Read a file."}`,
+		`{"$schema":"http://json-schema.org/draft-07/schema#","title":"Arguments","description":"Anything goes.","examples":[{"path":"/a"}],"$comment":"typed later"}`,
+	} {
+		typeless := `{"name":"read_file","inputSchema":` + root + `}`
+		for _, tc := range []struct {
+			name     string
+			old, new string
+			surface  UsedSurface
+			want     []string
+		}{
+			{"typed next, always sent path as a string", typeless, typed, always, nil},
+			{"typed next, once omitted path", typeless, typed, omitted, []string{"path"}},
+			{"typed next, sent path as a number", typeless, typed, calls(map[string]any{"path": 3.0}), []string{"path"}},
+			{"typeless next, sends path", typed, typeless, always, []string{"path"}},
+		} {
+			got, verdict, rep := driftFor(t, tc.old, tc.new, tc.surface)
+			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("%s, root %s: affected (-want +got):\n%s", tc.name, root, diff)
+			}
+			if want := map[bool]SchemaVerdict{true: DriftOnUnusedFields, false: DriftOnUsedFields}[len(tc.want) == 0]; verdict != want {
+				t.Errorf("%s, root %s: verdict %s, want %s", tc.name, root, verdict, want)
+			}
+			// The root's type change is reported, whichever way.
+			if !slices.ContainsFunc(rep.Changes, func(c Change) bool { return c.Path == "" && c.Kind == TypeChanged }) {
+				t.Errorf("%s, root %s: no root type change in %+v", tc.name, root, rep.Changes)
+			}
+		}
+		// What the agent sends under the typeless root is undeclared by
+		// nothing, so its invocations are not judged deviant either.
+		dev, err := InputDeviations(mustTool(t, typeless).Input, map[string]TypeSet{"path": TypeString})
+		if err != nil || len(dev) != 0 {
+			t.Errorf("root %s: InputDeviations = %v, %v; want none", root, dev, err)
+		}
+	}
+}

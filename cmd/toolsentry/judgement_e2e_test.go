@@ -31,6 +31,7 @@ func TestSchemaJudgementThroughServe(t *testing.T) {
 		return `{"name":"t","description":` + desc + `,"inputSchema":` + input + rest + `}`
 	}
 	typeless := `{"$schema":"http://json-schema.org/draft-07/schema#"}`
+	described := `{"$schema":"http://json-schema.org/draft-07/schema#","title":"Arguments","description":"Anything goes.","examples":[{"path":"/a"}]}`
 	optInt := `{"anyOf":[{"type":"integer"},{"type":"null"}],"default":null}`
 	tests := []struct {
 		name   string
@@ -99,6 +100,19 @@ func TestSchemaJudgementThroughServe(t *testing.T) {
 			v1:    tool(`"Read."`, typeless, ``),
 			v2:    tool(`"Read."`, obj(`"path":{"type":"string"}`, `,"required":["path"]`), ``),
 			calls: []string{`{"path":"/a"}`, `{}`}, held: true, affected: []string{"path"}},
+		// Typeless too: a root with only annotations constrains nothing.
+		{name: "narrowing against what is sent: root with only a description, always sent as a string",
+			v1:    tool(`"Read."`, described, ``),
+			v2:    tool(`"Read."`, obj(`"path":{"type":"string"}`, `,"required":["path"]`), ``),
+			calls: []string{`{"path":"/a"}`, `{"path":"/b"}`}},
+		{name: "narrowing against what is sent: root with only a description, once omitted",
+			v1:    tool(`"Read."`, described, ``),
+			v2:    tool(`"Read."`, obj(`"path":{"type":"string"}`, `,"required":["path"]`), ``),
+			calls: []string{`{"path":"/a"}`, `{}`}, held: true, affected: []string{"path"}},
+		{name: "widening: typed root replaced by one with only a description",
+			v1:    tool(`"Read."`, obj(`"path":{"type":"string"}`, `,"required":["path"]`), ``),
+			v2:    tool(`"Read."`, described, ``),
+			calls: []string{`{"path":"/a"}`}, held: true, affected: []string{"path"}},
 	}
 
 	s := startServe(t, "")
