@@ -40,4 +40,8 @@ package guards
 // verdicts, directives, digests or migrations change for the same input.
 // 2: one verdict per drift (a repeated observation publishes none), and
 // verdicts carry their action and summary.
-const Version = "2"
+// 3: schemas judged by what they accept (combinators, tuples, open
+// content, direction, description classes, defaults, Tool-level fields
+// and _meta/icons changes reported, typeless roots judged by what agents
+// send).
+const Version = "3"
