@@ -510,18 +510,11 @@ var applicatorKeywords = map[string]bool{
 	"unevaluatedItems": true, "unevaluatedProperties": true,
 }
 
-// fill normalises the keywords of m (except skip) into n.
+// fill normalises the keywords of m (except skip) into n: each keyword in
+// sorted order (fillKeyword), then those whose meaning depends on their
+// siblings (fillDeferred.apply).
 func (z *schemaNormalizer) fill(n *SchemaNode, m map[string]any, skip string, depth int) error {
-	var (
-		hasConst     bool
-		constVal     any
-		nullable     bool
-		draft4ExMin  *bool
-		draft4ExMax  *bool
-		itemsArray   []any
-		additional   any
-		hasAdditItem bool
-	)
+	var later fillDeferred
 	var buf [16]string
 	keys := buf[:0]
 	for k := range m {
@@ -531,218 +524,282 @@ func (z *schemaNormalizer) fill(n *SchemaNode, m map[string]any, skip string, de
 	base := len(z.path)
 	defer func() { z.path = z.path[:base] }()
 	for _, k := range keys {
-		v := m[k]
 		if (skip != "" && k == skip) || ignoredKeyword(k) {
 			continue
 		}
 		z.path = append(z.path[:base], k)
-		switch {
-		case k == "$ref":
-			s, ok := v.(string)
-			if !ok {
-				return z.errorf("want a string, got %s", jsonKind(v))
-			}
-			n.Ref = s
-		case k == "type":
-			t, err := z.parseTypeKeyword(v)
-			if err != nil {
-				return err
-			}
-			n.Types = t
-		case k == "properties", k == "patternProperties", k == "dependentSchemas":
-			obj, ok := v.(map[string]any)
-			if !ok {
-				return z.errorf("want an object, got %s", jsonKind(v))
-			}
-			if len(obj) == 0 {
-				continue
-			}
-			sub := make(map[string]*SchemaNode, len(obj))
-			for _, name := range sortedKeysOf(obj) {
-				c, err := z.child(obj[name], depth, name)
-				if err != nil {
-					return err
-				}
-				sub[name] = c
-			}
-			switch k {
-			case "properties":
-				n.Properties = sub
-			case "patternProperties":
-				n.PatternProperties = sub
-			default:
-				n.DependentSchemas = mergeNodeMaps(n.DependentSchemas, sub)
-			}
-		case k == "required":
-			names, err := z.stringList(v)
-			if err != nil {
-				return err
-			}
-			n.Required = sortedSetOrNil(names)
-		case k == "additionalProperties":
-			c, err := z.normalize(v, depth+1)
-			if err != nil {
-				return err
-			}
-			n.AdditionalProperties = c
-		case k == "items":
-			if arr, ok := v.([]any); ok {
-				itemsArray = arr
-				continue
-			}
-			c, err := z.normalize(v, depth+1)
-			if err != nil {
-				return err
-			}
-			n.Items = c
-		case k == "additionalItems":
-			additional, hasAdditItem = v, true
-		case k == "prefixItems":
-			arr, ok := v.([]any)
-			if !ok {
-				return z.errorf("want an array, got %s", jsonKind(v))
-			}
-			list, err := z.normalizeList(arr, depth)
-			if err != nil {
-				return err
-			}
-			n.PrefixItems = list
-		case k == "anyOf", k == "oneOf", k == "allOf":
-			arr, ok := v.([]any)
-			if !ok || len(arr) == 0 {
-				return z.errorf("want a non-empty array of schemas")
-			}
-			list, err := z.normalizeList(arr, depth)
-			if err != nil {
-				return err
-			}
-			switch k {
-			case "anyOf":
-				n.AnyOf = list
-			case "oneOf":
-				n.OneOf = list
-			default:
-				n.AllOf = list
-			}
-		case k == "not":
-			c, err := z.normalize(v, depth+1)
-			if err != nil {
-				return err
-			}
-			n.Not = c
-		case applicatorKeywords[k]:
-			c, err := z.normalize(v, depth+1)
-			if err != nil {
-				return err
-			}
-			if n.Applicators == nil {
-				n.Applicators = map[string]*SchemaNode{}
-			}
-			n.Applicators[k] = c
-		case k == "default":
-			n.Default, n.HasDefault = v, true
-		case k == "enum":
-			arr, ok := v.([]any)
-			if !ok {
-				return z.errorf("want an array, got %s", jsonKind(v))
-			}
-			if err := n.setEnum(arr, z); err != nil {
-				return err
-			}
-		case k == "const":
-			hasConst, constVal = true, v
-		case k == "format", k == "description", k == "title", k == "pattern":
-			s, ok := v.(string)
-			if !ok {
-				return z.errorf("want a string, got %s", jsonKind(v))
-			}
-			switch k {
-			case "format":
-				n.Format = s
-			case "description":
-				n.Description = s
-			case "title":
-				n.Title = s
-			default:
-				n.setConstraint(k, s)
-			}
-		case k == "nullable": // OpenAPI 3.0
-			b, ok := v.(bool)
-			if !ok {
-				return z.errorf("want a boolean, got %s", jsonKind(v))
-			}
-			nullable = b
-		case (k == "exclusiveMinimum" || k == "exclusiveMaximum") && isBool(v): // draft-04
-			b := v.(bool)
-			if k == "exclusiveMinimum" {
-				draft4ExMin = &b
-			} else {
-				draft4ExMax = &b
-			}
-		case numericConstraints[k]:
-			f, ok := v.(float64)
-			if !ok || math.IsNaN(f) || math.IsInf(f, 0) {
-				return z.errorf("want a number, got %s", jsonKind(v))
-			}
-			n.setConstraint(k, f)
-		case k == "uniqueItems", k == "deprecated", k == "readOnly", k == "writeOnly":
-			b, ok := v.(bool)
-			if !ok {
-				return z.errorf("want a boolean, got %s", jsonKind(v))
-			}
-			if b { // false is the default: no meaning
-				if k == "uniqueItems" {
-					n.setConstraint(k, true)
-				} else {
-					n.setExtra(k, true)
-				}
-			}
-		case k == "dependentRequired":
-			obj, ok := v.(map[string]any)
-			if !ok {
-				return z.errorf("want an object, got %s", jsonKind(v))
-			}
-			for _, name := range sortedKeysOf(obj) {
-				z.path = append(z.path[:base+1], name)
-				names, err := z.stringList(obj[name])
-				if err != nil {
-					return err
-				}
-				n.addDependentRequired(name, names)
-			}
-		case k == "dependencies": // draft-07: arrays are dependentRequired, schemas dependentSchemas
-			obj, ok := v.(map[string]any)
-			if !ok {
-				return z.errorf("want an object, got %s", jsonKind(v))
-			}
-			for _, name := range sortedKeysOf(obj) {
-				z.path = append(z.path[:base+1], name)
-				if arr, ok := obj[name].([]any); ok {
-					names, err := z.stringList(arr)
-					if err != nil {
-						return err
-					}
-					n.addDependentRequired(name, names)
-					continue
-				}
-				c, err := z.normalize(obj[name], depth+1)
-				if err != nil {
-					return err
-				}
-				n.DependentSchemas = mergeNodeMaps(n.DependentSchemas, map[string]*SchemaNode{name: c})
-			}
-		case strings.HasPrefix(k, "$"): // $dynamicRef, $recursiveRef and the like
-			n.setExtra(k, v)
-		default:
-			n.setExtra(k, v)
+		if err := z.fillKeyword(n, k, m[k], depth, &later); err != nil {
+			return err
 		}
 	}
-
 	z.path = z.path[:base]
+	return later.apply(z, n, depth)
+}
+
+// fillDeferred are the keywords fill applies after all others, because
+// their meaning depends on siblings: const (narrows the type and enum),
+// OpenAPI's nullable (adds null to a type), draft-04's boolean
+// exclusiveMinimum/Maximum (modify minimum/maximum), and the tuple form
+// of items with additionalItems (prefixItems wins over it).
+type fillDeferred struct {
+	hasConst     bool
+	constVal     any
+	nullable     bool
+	draft4ExMin  *bool
+	draft4ExMax  *bool
+	itemsArray   []any
+	additional   any
+	hasAdditItem bool
+}
+
+// fillKeyword normalises one keyword k with value v into n; z.path ends
+// with k. Keywords that depend on their siblings go to later.
+func (z *schemaNormalizer) fillKeyword(n *SchemaNode, k string, v any, depth int, later *fillDeferred) error {
+	switch {
+	case k == "$ref":
+		s, ok := v.(string)
+		if !ok {
+			return z.errorf("want a string, got %s", jsonKind(v))
+		}
+		n.Ref = s
+	case k == "type":
+		t, err := z.parseTypeKeyword(v)
+		if err != nil {
+			return err
+		}
+		n.Types = t
+	case k == "properties", k == "patternProperties", k == "dependentSchemas":
+		return z.fillSchemaMap(n, k, v, depth)
+	case k == "required":
+		names, err := z.stringList(v)
+		if err != nil {
+			return err
+		}
+		n.Required = sortedSetOrNil(names)
+	case k == "items", k == "additionalItems", k == "prefixItems":
+		return z.fillItems(n, k, v, depth, later)
+	case k == "anyOf", k == "oneOf", k == "allOf":
+		return z.fillCombinator(n, k, v, depth)
+	case k == "additionalProperties", k == "not", applicatorKeywords[k]:
+		return z.fillSubschema(n, k, v, depth)
+	case k == "default":
+		n.Default, n.HasDefault = v, true
+	case k == "enum":
+		arr, ok := v.([]any)
+		if !ok {
+			return z.errorf("want an array, got %s", jsonKind(v))
+		}
+		return n.setEnum(arr, z)
+	case k == "const":
+		later.hasConst, later.constVal = true, v
+	case k == "format", k == "description", k == "title", k == "pattern":
+		return z.fillString(n, k, v)
+	case k == "nullable": // OpenAPI 3.0
+		b, ok := v.(bool)
+		if !ok {
+			return z.errorf("want a boolean, got %s", jsonKind(v))
+		}
+		later.nullable = b
+	case (k == "exclusiveMinimum" || k == "exclusiveMaximum") && isBool(v): // draft-04
+		b := v.(bool)
+		if k == "exclusiveMinimum" {
+			later.draft4ExMin = &b
+		} else {
+			later.draft4ExMax = &b
+		}
+	case numericConstraints[k]:
+		f, ok := v.(float64)
+		if !ok || math.IsNaN(f) || math.IsInf(f, 0) {
+			return z.errorf("want a number, got %s", jsonKind(v))
+		}
+		n.setConstraint(k, f)
+	case k == "uniqueItems", k == "deprecated", k == "readOnly", k == "writeOnly":
+		return z.fillFlag(n, k, v)
+	case k == "dependentRequired", k == "dependencies":
+		return z.fillDependencies(n, k, v, depth)
+	default: // annotations, vendor keys, $dynamicRef, $recursiveRef and the like
+		n.setExtra(k, v)
+	}
+	return nil
+}
+
+// fillSchemaMap normalises properties, patternProperties or
+// dependentSchemas: an object of schemas by name.
+func (z *schemaNormalizer) fillSchemaMap(n *SchemaNode, k string, v any, depth int) error {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return z.errorf("want an object, got %s", jsonKind(v))
+	}
+	if len(obj) == 0 {
+		return nil
+	}
+	sub := make(map[string]*SchemaNode, len(obj))
+	for _, name := range sortedKeysOf(obj) {
+		c, err := z.child(obj[name], depth, name)
+		if err != nil {
+			return err
+		}
+		sub[name] = c
+	}
+	switch k {
+	case "properties":
+		n.Properties = sub
+	case "patternProperties":
+		n.PatternProperties = sub
+	default:
+		n.DependentSchemas = mergeNodeMaps(n.DependentSchemas, sub)
+	}
+	return nil
+}
+
+// fillItems normalises items, additionalItems and prefixItems. The array
+// form of items (a tuple before 2020-12) and additionalItems wait for
+// fillDeferred.apply.
+func (z *schemaNormalizer) fillItems(n *SchemaNode, k string, v any, depth int, later *fillDeferred) error {
+	switch k {
+	case "additionalItems":
+		later.additional, later.hasAdditItem = v, true
+	case "items":
+		if arr, ok := v.([]any); ok {
+			later.itemsArray = arr
+			return nil
+		}
+		c, err := z.normalize(v, depth+1)
+		if err != nil {
+			return err
+		}
+		n.Items = c
+	default: // prefixItems
+		arr, ok := v.([]any)
+		if !ok {
+			return z.errorf("want an array, got %s", jsonKind(v))
+		}
+		list, err := z.normalizeList(arr, depth)
+		if err != nil {
+			return err
+		}
+		n.PrefixItems = list
+	}
+	return nil
+}
+
+// fillCombinator normalises anyOf, oneOf or allOf: a non-empty array of
+// schemas.
+func (z *schemaNormalizer) fillCombinator(n *SchemaNode, k string, v any, depth int) error {
+	arr, ok := v.([]any)
+	if !ok || len(arr) == 0 {
+		return z.errorf("want a non-empty array of schemas")
+	}
+	list, err := z.normalizeList(arr, depth)
+	if err != nil {
+		return err
+	}
+	switch k {
+	case "anyOf":
+		n.AnyOf = list
+	case "oneOf":
+		n.OneOf = list
+	default:
+		n.AllOf = list
+	}
+	return nil
+}
+
+// fillSubschema normalises a keyword that takes one schema:
+// additionalProperties, not and the applicatorKeywords.
+func (z *schemaNormalizer) fillSubschema(n *SchemaNode, k string, v any, depth int) error {
+	c, err := z.normalize(v, depth+1)
+	if err != nil {
+		return err
+	}
+	switch k {
+	case "additionalProperties":
+		n.AdditionalProperties = c
+	case "not":
+		n.Not = c
+	default:
+		if n.Applicators == nil {
+			n.Applicators = map[string]*SchemaNode{}
+		}
+		n.Applicators[k] = c
+	}
+	return nil
+}
+
+// fillString normalises a keyword that takes a string: format,
+// description, title and pattern.
+func (z *schemaNormalizer) fillString(n *SchemaNode, k string, v any) error {
+	s, ok := v.(string)
+	if !ok {
+		return z.errorf("want a string, got %s", jsonKind(v))
+	}
+	switch k {
+	case "format":
+		n.Format = s
+	case "description":
+		n.Description = s
+	case "title":
+		n.Title = s
+	default:
+		n.setConstraint(k, s)
+	}
+	return nil
+}
+
+// fillFlag normalises a boolean keyword: uniqueItems (a constraint),
+// deprecated, readOnly, writeOnly (annotations). false is the default and
+// has no meaning, so it is left out.
+func (z *schemaNormalizer) fillFlag(n *SchemaNode, k string, v any) error {
+	b, ok := v.(bool)
+	if !ok {
+		return z.errorf("want a boolean, got %s", jsonKind(v))
+	}
+	switch {
+	case !b:
+	case k == "uniqueItems":
+		n.setConstraint(k, true)
+	default:
+		n.setExtra(k, true)
+	}
+	return nil
+}
+
+// fillDependencies normalises dependentRequired (names by name) and
+// draft-07's dependencies, whose arrays are dependentRequired and whose
+// schemas are dependentSchemas.
+func (z *schemaNormalizer) fillDependencies(n *SchemaNode, k string, v any, depth int) error {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return z.errorf("want an object, got %s", jsonKind(v))
+	}
+	at := len(z.path)
+	for _, name := range sortedKeysOf(obj) {
+		z.path = append(z.path[:at], name)
+		if _, isArray := obj[name].([]any); k == "dependentRequired" || isArray {
+			names, err := z.stringList(obj[name])
+			if err != nil {
+				return err
+			}
+			n.addDependentRequired(name, names)
+			continue
+		}
+		c, err := z.normalize(obj[name], depth+1)
+		if err != nil {
+			return err
+		}
+		n.DependentSchemas = mergeNodeMaps(n.DependentSchemas, map[string]*SchemaNode{name: c})
+	}
+	return nil
+}
+
+// apply applies the deferred keywords to n, once every keyword of its
+// object is in, and writes its type set canonically.
+func (later *fillDeferred) apply(z *schemaNormalizer, n *SchemaNode, depth int) error {
+	base := len(z.path)
 	// Tuple items before 2020-12: items [...] and additionalItems.
-	if itemsArray != nil {
+	if later.itemsArray != nil {
 		z.path = append(z.path, "items")
-		list, err := z.normalizeList(itemsArray, depth)
+		list, err := z.normalizeList(later.itemsArray, depth)
 		z.path = z.path[:base]
 		if err != nil {
 			return err
@@ -750,8 +807,8 @@ func (z *schemaNormalizer) fill(n *SchemaNode, m map[string]any, skip string, de
 		if len(n.PrefixItems) == 0 {
 			n.PrefixItems = list
 		}
-		if hasAdditItem && n.Items == nil {
-			c, err := z.child(additional, depth, "additionalItems")
+		if later.hasAdditItem && n.Items == nil {
+			c, err := z.child(later.additional, depth, "additionalItems")
 			if err != nil {
 				return err
 			}
@@ -761,15 +818,15 @@ func (z *schemaNormalizer) fill(n *SchemaNode, m map[string]any, skip string, de
 	if len(n.PrefixItems) == 0 {
 		n.PrefixItems = nil
 	}
-	if hasConst {
+	if later.hasConst {
 		z.path = append(z.path, "const")
-		if err := n.applyConst(constVal, z); err != nil {
+		if err := n.applyConst(later.constVal, z); err != nil {
 			return err
 		}
 	}
-	n.normalizeBounds(draft4ExMin, draft4ExMax)
+	n.normalizeBounds(later.draft4ExMin, later.draft4ExMax)
 	n.Types = canonicalTypes(n.Types)
-	if nullable && n.Types != 0 {
+	if later.nullable && n.Types != 0 {
 		n.Types |= TypeNull
 	}
 	return nil
