@@ -380,10 +380,37 @@ func (e *canonEncoder) node(dst []byte, n *SchemaNode) (out []byte, low int, err
 	defer func() { e.stack = e.stack[:depth] }()
 	start := len(dst)
 
+	dst = append(dst, '{')
+	for i, k := range e.nodeKeys(n, depth) {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendCanonicalString(dst, k)
+		dst = append(dst, ':')
+		var sub int
+		if dst, sub, err = e.member(dst, n, k); err != nil {
+			return nil, 0, err
+		}
+		low = min(low, sub)
+	}
+	dst = append(dst, '}')
+	if n.shared && low >= depth {
+		if e.cache == nil {
+			e.cache = map[*SchemaNode][]byte{}
+		}
+		e.cache[n] = slices.Clone(dst[start:])
+	}
+	return dst, low, nil
+}
+
+// nodeKeys are the keywords of n's canonical form, sorted by UTF-16 code
+// units, in the encoder's reusable slice for the depth.
+func (e *canonEncoder) nodeKeys(n *SchemaNode, depth int) []string {
 	if len(e.keys) <= depth {
 		e.keys = append(e.keys, make([]string, 0, 16))
 	}
 	keys := e.keys[depth][:0]
+	// In code-unit order already, so that the sort below has little to do.
 	if n.Ref != "" {
 		keys = append(keys, "$ref")
 	}
@@ -449,100 +476,101 @@ func (e *canonEncoder) node(dst []byte, n *SchemaNode) (out []byte, low int, err
 	}
 	slices.SortFunc(keys, compareUTF16)
 	e.keys[depth] = keys
+	return keys
+}
 
-	dst = append(dst, '{')
-	sub := math.MaxInt
-	for i, k := range keys {
+// member appends the canonical value of n's keyword k; low is as node's.
+func (e *canonEncoder) member(dst []byte, n *SchemaNode, k string) (out []byte, low int, err error) {
+	switch k {
+	case "$ref":
+		return appendCanonicalString(dst, n.Ref), math.MaxInt, nil
+	case "additionalProperties":
+		return e.node(dst, n.AdditionalProperties)
+	case "allOf":
+		return e.unordered(dst, n.AllOf)
+	case "anyOf":
+		return e.unordered(dst, n.AnyOf)
+	case "oneOf":
+		return e.unordered(dst, n.OneOf)
+	case "default":
+		dst, err = appendCanonicalValue(dst, n.Default, 0)
+		return dst, math.MaxInt, err
+	case "dependentSchemas":
+		return e.nodeMap(dst, n.DependentSchemas)
+	case "description":
+		return appendCanonicalString(dst, n.Description), math.MaxInt, nil
+	case "enum":
+		return appendRawList(dst, n.enumKeys), math.MaxInt, nil
+	case "format":
+		return appendCanonicalString(dst, n.Format), math.MaxInt, nil
+	case "items":
+		return e.node(dst, n.Items)
+	case "not":
+		return e.node(dst, n.Not)
+	case "patternProperties":
+		return e.nodeMap(dst, n.PatternProperties)
+	case "prefixItems":
+		return e.ordered(dst, n.PrefixItems)
+	case "properties":
+		return e.nodeMap(dst, n.Properties)
+	case "required":
+		return appendStringList(dst, n.Required), math.MaxInt, nil
+	case "title":
+		return appendCanonicalString(dst, n.Title), math.MaxInt, nil
+	case "type":
+		return appendTypeList(dst, n.Types), math.MaxInt, nil
+	}
+	if c, ok := n.Applicators[k]; ok {
+		return e.node(dst, c)
+	}
+	v, ok := n.Constraints[k]
+	if !ok {
+		v = n.Extra[k]
+	}
+	dst, err = appendCanonicalValue(dst, v, 0)
+	return dst, math.MaxInt, err
+}
+
+// ordered writes a list of schemas in its order (prefixItems).
+func (e *canonEncoder) ordered(dst []byte, list []*SchemaNode) ([]byte, int, error) {
+	low := math.MaxInt
+	dst = append(dst, '[')
+	for i, c := range list {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendCanonicalString(dst, k)
-		dst = append(dst, ':')
-		switch k {
-		case "$ref":
-			dst = appendCanonicalString(dst, n.Ref)
-		case "additionalProperties":
-			dst, sub, err = e.node(dst, n.AdditionalProperties)
-		case "allOf":
-			dst, sub, err = e.unordered(dst, n.AllOf)
-		case "anyOf":
-			dst, sub, err = e.unordered(dst, n.AnyOf)
-		case "oneOf":
-			dst, sub, err = e.unordered(dst, n.OneOf)
-		case "default":
-			dst, err = appendCanonicalValue(dst, n.Default, 0)
-		case "dependentSchemas":
-			dst, sub, err = e.nodeMap(dst, n.DependentSchemas)
-		case "description":
-			dst = appendCanonicalString(dst, n.Description)
-		case "enum":
-			dst = append(dst, '[')
-			for j, ek := range n.enumKeys {
-				if j > 0 {
-					dst = append(dst, ',')
-				}
-				dst = append(dst, ek...)
-			}
-			dst = append(dst, ']')
-		case "format":
-			dst = appendCanonicalString(dst, n.Format)
-		case "items":
-			dst, sub, err = e.node(dst, n.Items)
-		case "not":
-			dst, sub, err = e.node(dst, n.Not)
-		case "patternProperties":
-			dst, sub, err = e.nodeMap(dst, n.PatternProperties)
-		case "prefixItems":
-			dst = append(dst, '[')
-			for j, c := range n.PrefixItems {
-				if j > 0 {
-					dst = append(dst, ',')
-				}
-				var l int
-				if dst, l, err = e.node(dst, c); err != nil {
-					break
-				}
-				sub = min(sub, l)
-			}
-			dst = append(dst, ']')
-		case "properties":
-			dst, sub, err = e.nodeMap(dst, n.Properties)
-		case "required":
-			dst = append(dst, '[')
-			for j, r := range n.Required {
-				if j > 0 {
-					dst = append(dst, ',')
-				}
-				dst = appendCanonicalString(dst, r)
-			}
-			dst = append(dst, ']')
-		case "title":
-			dst = appendCanonicalString(dst, n.Title)
-		case "type":
-			dst = appendTypeList(dst, n.Types)
-		default:
-			if c, ok := n.Applicators[k]; ok {
-				dst, sub, err = e.node(dst, c)
-			} else if v, ok := n.Constraints[k]; ok {
-				dst, err = appendCanonicalValue(dst, v, 0)
-			} else {
-				dst, err = appendCanonicalValue(dst, n.Extra[k], 0)
-			}
-		}
-		if err != nil {
+		var l int
+		var err error
+		if dst, l, err = e.node(dst, c); err != nil {
 			return nil, 0, err
 		}
-		low = min(low, sub)
-		sub = math.MaxInt
+		low = min(low, l)
 	}
-	dst = append(dst, '}')
-	if n.shared && low >= depth {
-		if e.cache == nil {
-			e.cache = map[*SchemaNode][]byte{}
+	return append(dst, ']'), low, nil
+}
+
+// appendRawList writes a JSON array of values already in canonical text.
+func appendRawList(dst []byte, items []string) []byte {
+	dst = append(dst, '[')
+	for i, it := range items {
+		if i > 0 {
+			dst = append(dst, ',')
 		}
-		e.cache[n] = slices.Clone(dst[start:])
+		dst = append(dst, it...)
 	}
-	return dst, low, nil
+	return append(dst, ']')
+}
+
+// appendStringList writes a JSON array of strings.
+func appendStringList(dst []byte, items []string) []byte {
+	dst = append(dst, '[')
+	for i, it := range items {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendCanonicalString(dst, it)
+	}
+	return append(dst, ']')
 }
 
 // sortedTypeNames are the type names in code-unit order with their bits.
