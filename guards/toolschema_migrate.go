@@ -517,83 +517,24 @@ func joinEscaped(parent, escapedLeaf string) string {
 // json.Number) for the new schema. The payload is not modified. A payload
 // that cannot be migrated is a *MigrationError naming the path; a plan that
 // is malformed is an error wrapping ErrInvalid.
+//
+// The plan is compiled first (paths parsed, values decoded, every step and
+// blocker checked), then its steps run in order on a copy of the payload,
+// then every blocker is checked on the result.
 func (p MigrationPlan) Apply(payload any) (any, error) {
-	type compiled struct {
-		step     MigrationStep
-		toks, to []pathTok
-		value    any
-	}
-	steps := make([]compiled, len(p.Steps))
+	steps := make([]compiledStep, len(p.Steps))
 	for i, s := range p.Steps {
-		toks, err := parseSchemaPath(s.Path)
+		c, err := compileStep(i, s)
 		if err != nil {
-			return nil, fmt.Errorf("migration step %d: %w", i, err)
-		}
-		c := compiled{step: s, toks: toks}
-		switch s.Op {
-		case OpMove:
-			to, err := parseSchemaPath(s.To)
-			if err != nil {
-				return nil, fmt.Errorf("migration step %d: %w", i, err)
-			}
-			if len(toks) == 0 || len(to) != len(toks) || toks[len(toks)-1].name == "" || to[len(to)-1].name == "" ||
-				toks[len(toks)-1].items || to[len(to)-1].items || toks[len(toks)-1].alts != nil || to[len(to)-1].alts != nil ||
-				formatSchemaPath(toks[:len(toks)-1]) != formatSchemaPath(to[:len(to)-1]) {
-				return nil, fmt.Errorf("%w: migration step %d: move %q to %q must rename one field in place", ErrInvalid, i, s.Path, s.To)
-			}
-			c.to = to
-		case OpConvert:
-			if _, ok := map[string]bool{"string": true, "number": true, "integer": true, "boolean": true}[s.Type]; !ok {
-				return nil, fmt.Errorf("%w: migration step %d: cannot convert to %q", ErrInvalid, i, s.Type)
-			}
-		case OpMapEnum:
-		case OpAddIfAbsent:
-			if len(toks) == 0 || toks[len(toks)-1].items || toks[len(toks)-1].alts != nil {
-				return nil, fmt.Errorf("%w: migration step %d: add_if_absent needs a field path, got %q", ErrInvalid, i, s.Path)
-			}
-			v, err := decodeJSONValue(s.Value)
-			if err != nil {
-				return nil, fmt.Errorf("%w: migration step %d: value: %v", ErrInvalid, i, err)
-			}
-			c.value = v
-		default:
-			return nil, fmt.Errorf("%w: migration step %d: unknown op %q", ErrInvalid, i, s.Op)
+			return nil, err
 		}
 		steps[i] = c
 	}
-	type compiledBlocker struct {
-		b    MigrationBlocker
-		toks []pathTok
-		vals map[string]bool
-	}
 	blockers := make([]compiledBlocker, len(p.Blocked))
 	for i, b := range p.Blocked {
-		toks, err := parseSchemaPath(b.Path)
+		c, err := compileBlocker(i, b)
 		if err != nil {
-			return nil, fmt.Errorf("migration blocker %d: %w", i, err)
-		}
-		c := compiledBlocker{b: b, toks: toks}
-		switch b.When {
-		case BlockWhenPresent:
-		case BlockWhenAbsent:
-			if len(toks) == 0 || toks[len(toks)-1].items || toks[len(toks)-1].alts != nil {
-				return nil, fmt.Errorf("%w: migration blocker %d: %q needs a field path", ErrInvalid, i, b.Path)
-			}
-		case BlockWhenValue, BlockWhenNotIn:
-			c.vals = make(map[string]bool, len(b.Values))
-			for _, raw := range b.Values {
-				v, err := decodeJSONValue(raw)
-				if err != nil {
-					return nil, fmt.Errorf("%w: migration blocker %d: value: %v", ErrInvalid, i, err)
-				}
-				k, err := canonicalValueString(v)
-				if err != nil {
-					return nil, fmt.Errorf("migration blocker %d: %w", i, err)
-				}
-				c.vals[k] = true
-			}
-		default:
-			return nil, fmt.Errorf("%w: migration blocker %d: unknown condition %q", ErrInvalid, i, b.When)
+			return nil, err
 		}
 		blockers[i] = c
 	}
@@ -602,102 +543,233 @@ func (p MigrationPlan) Apply(payload any) (any, error) {
 	root := payloadSlot{obj: holder, key: ""}
 	sv := &slotVisitor{budget: maxApplyVisits}
 	for _, c := range steps {
-		var err error
-		switch c.step.Op {
-		case OpMove:
-			parent, from, to := c.toks[:len(c.toks)-1], c.toks[len(c.toks)-1].name, c.to[len(c.to)-1].name
-			err = sv.visit(root, parent, "", func(s payloadSlot, path string) error {
-				obj, ok := s.get().(map[string]any)
-				if !ok {
-					return nil
-				}
-				v, has := obj[from]
-				if !has {
-					return nil
-				}
-				if _, taken := obj[to]; taken && from != to {
-					return &MigrationError{Path: JoinSchemaPath(path, from),
-						Reason: fmt.Sprintf("cannot move it to %s: the payload already has %s", JoinSchemaPath(path, to), to)}
-				}
-				delete(obj, from)
-				obj[to] = v
-				return nil
-			})
-		case OpAddIfAbsent:
-			parent, name := c.toks[:len(c.toks)-1], c.toks[len(c.toks)-1].name
-			err = sv.visit(root, parent, "", func(s payloadSlot, _ string) error {
-				if obj, ok := s.get().(map[string]any); ok {
-					if _, has := obj[name]; !has {
-						obj[name] = deepCopyJSON(c.value)
-					}
-				}
-				return nil
-			})
-		case OpConvert:
-			err = sv.visit(root, c.toks, "", func(s payloadSlot, path string) error {
-				v, ok := s.lookup()
-				if !ok {
-					return nil
-				}
-				nv, reason := convertJSONValue(v, c.step.Type)
-				if reason != "" {
-					return &MigrationError{Path: path, Reason: reason}
-				}
-				s.set(nv)
-				return nil
-			})
-		case OpMapEnum:
-			err = sv.visit(root, c.toks, "", func(s payloadSlot, _ string) error {
-				if str, ok := s.get().(string); ok {
-					if to, ok := c.step.Mapping[str]; ok {
-						s.set(to)
-					}
-				}
-				return nil
-			})
-		}
-		if err != nil {
+		if err := c.run(sv, root); err != nil {
 			return nil, err
 		}
 	}
 	for _, c := range blockers {
-		var err error
-		switch c.b.When {
-		case BlockWhenAbsent:
-			parent, name := c.toks[:len(c.toks)-1], c.toks[len(c.toks)-1].name
-			err = sv.visit(root, parent, "", func(s payloadSlot, path string) error {
-				if obj, ok := s.get().(map[string]any); ok {
-					if _, has := obj[name]; !has {
-						return &MigrationError{Path: JoinSchemaPath(path, name), Reason: c.b.Reason}
-					}
-				}
-				return nil
-			})
-		default:
-			err = sv.visit(root, c.toks, "", func(s payloadSlot, path string) error {
-				v, ok := s.lookup()
-				if !ok {
-					return nil
-				}
-				fail := c.b.When == BlockWhenPresent
-				if c.vals != nil {
-					k, kerr := canonicalValueString(v)
-					if kerr != nil {
-						return &MigrationError{Path: path, Reason: kerr.Error()}
-					}
-					fail = c.vals[k] == (c.b.When == BlockWhenValue)
-				}
-				if fail {
-					return &MigrationError{Path: path, Reason: c.b.Reason}
-				}
-				return nil
-			})
-		}
-		if err != nil {
+		if err := c.check(sv, root); err != nil {
 			return nil, err
 		}
 	}
 	return holder[""], nil
+}
+
+// compiledStep is a migration step ready to run: its paths parsed, its
+// value decoded.
+type compiledStep struct {
+	step     MigrationStep
+	toks, to []pathTok
+	value    any
+}
+
+// isFieldPath reports whether a parsed path ends in a field name (not in
+// "[]" nor in a repetition), as add_if_absent and an absent blocker need.
+func isFieldPath(toks []pathTok) bool {
+	return len(toks) > 0 && !toks[len(toks)-1].items && toks[len(toks)-1].alts == nil
+}
+
+// compileStep checks step i of a plan and parses it.
+func compileStep(i int, s MigrationStep) (compiledStep, error) {
+	toks, err := parseSchemaPath(s.Path)
+	if err != nil {
+		return compiledStep{}, fmt.Errorf("migration step %d: %w", i, err)
+	}
+	c := compiledStep{step: s, toks: toks}
+	switch s.Op {
+	case OpMove:
+		to, err := parseSchemaPath(s.To)
+		if err != nil {
+			return compiledStep{}, fmt.Errorf("migration step %d: %w", i, err)
+		}
+		if !renamesInPlace(toks, to) {
+			return compiledStep{}, fmt.Errorf("%w: migration step %d: move %q to %q must rename one field in place", ErrInvalid, i, s.Path, s.To)
+		}
+		c.to = to
+	case OpConvert:
+		if _, ok := map[string]bool{"string": true, "number": true, "integer": true, "boolean": true}[s.Type]; !ok {
+			return compiledStep{}, fmt.Errorf("%w: migration step %d: cannot convert to %q", ErrInvalid, i, s.Type)
+		}
+	case OpMapEnum:
+	case OpAddIfAbsent:
+		if !isFieldPath(toks) {
+			return compiledStep{}, fmt.Errorf("%w: migration step %d: add_if_absent needs a field path, got %q", ErrInvalid, i, s.Path)
+		}
+		v, err := decodeJSONValue(s.Value)
+		if err != nil {
+			return compiledStep{}, fmt.Errorf("%w: migration step %d: value: %v", ErrInvalid, i, err)
+		}
+		c.value = v
+	default:
+		return compiledStep{}, fmt.Errorf("%w: migration step %d: unknown op %q", ErrInvalid, i, s.Op)
+	}
+	return c, nil
+}
+
+// renamesInPlace reports whether a move from toks to to renames one field
+// under the same parent.
+func renamesInPlace(toks, to []pathTok) bool {
+	if len(toks) == 0 || len(to) != len(toks) {
+		return false
+	}
+	from, dest := toks[len(toks)-1], to[len(to)-1]
+	return from.name != "" && dest.name != "" && !from.items && !dest.items && from.alts == nil && dest.alts == nil &&
+		formatSchemaPath(toks[:len(toks)-1]) == formatSchemaPath(to[:len(to)-1])
+}
+
+// run applies the step to every place of the payload its path reaches.
+func (c compiledStep) run(sv *slotVisitor, root payloadSlot) error {
+	switch c.step.Op {
+	case OpMove:
+		return c.move(sv, root)
+	case OpAddIfAbsent:
+		return c.addIfAbsent(sv, root)
+	case OpConvert:
+		return c.convert(sv, root)
+	case OpMapEnum:
+		return c.mapEnum(sv, root)
+	}
+	return nil
+}
+
+// move renames the field in every object its parent path reaches; a
+// payload that already has the new name cannot be migrated.
+func (c compiledStep) move(sv *slotVisitor, root payloadSlot) error {
+	parent, from, to := c.toks[:len(c.toks)-1], c.toks[len(c.toks)-1].name, c.to[len(c.to)-1].name
+	return sv.visit(root, parent, "", func(s payloadSlot, path string) error {
+		obj, ok := s.get().(map[string]any)
+		if !ok {
+			return nil
+		}
+		v, has := obj[from]
+		if !has {
+			return nil
+		}
+		if _, taken := obj[to]; taken && from != to {
+			return &MigrationError{Path: JoinSchemaPath(path, from),
+				Reason: fmt.Sprintf("cannot move it to %s: the payload already has %s", JoinSchemaPath(path, to), to)}
+		}
+		delete(obj, from)
+		obj[to] = v
+		return nil
+	})
+}
+
+// addIfAbsent sets the field, in every object its parent path reaches,
+// where the object lacks it.
+func (c compiledStep) addIfAbsent(sv *slotVisitor, root payloadSlot) error {
+	parent, name := c.toks[:len(c.toks)-1], c.toks[len(c.toks)-1].name
+	return sv.visit(root, parent, "", func(s payloadSlot, _ string) error {
+		if obj, ok := s.get().(map[string]any); ok {
+			if _, has := obj[name]; !has {
+				obj[name] = deepCopyJSON(c.value)
+			}
+		}
+		return nil
+	})
+}
+
+// convert converts every value the path reaches, failing where that
+// would lose data.
+func (c compiledStep) convert(sv *slotVisitor, root payloadSlot) error {
+	return sv.visit(root, c.toks, "", func(s payloadSlot, path string) error {
+		v, ok := s.lookup()
+		if !ok {
+			return nil
+		}
+		nv, reason := convertJSONValue(v, c.step.Type)
+		if reason != "" {
+			return &MigrationError{Path: path, Reason: reason}
+		}
+		s.set(nv)
+		return nil
+	})
+}
+
+// mapEnum replaces every string the path reaches that the mapping names.
+func (c compiledStep) mapEnum(sv *slotVisitor, root payloadSlot) error {
+	return sv.visit(root, c.toks, "", func(s payloadSlot, _ string) error {
+		if str, ok := s.get().(string); ok {
+			if to, ok := c.step.Mapping[str]; ok {
+				s.set(to)
+			}
+		}
+		return nil
+	})
+}
+
+// compiledBlocker is a migration blocker ready to check: its path parsed,
+// its values as canonical JSON texts.
+type compiledBlocker struct {
+	b    MigrationBlocker
+	toks []pathTok
+	vals map[string]bool
+}
+
+// compileBlocker checks blocker i of a plan and parses it.
+func compileBlocker(i int, b MigrationBlocker) (compiledBlocker, error) {
+	toks, err := parseSchemaPath(b.Path)
+	if err != nil {
+		return compiledBlocker{}, fmt.Errorf("migration blocker %d: %w", i, err)
+	}
+	c := compiledBlocker{b: b, toks: toks}
+	switch b.When {
+	case BlockWhenPresent:
+	case BlockWhenAbsent:
+		if !isFieldPath(toks) {
+			return compiledBlocker{}, fmt.Errorf("%w: migration blocker %d: %q needs a field path", ErrInvalid, i, b.Path)
+		}
+	case BlockWhenValue, BlockWhenNotIn:
+		c.vals = make(map[string]bool, len(b.Values))
+		for _, raw := range b.Values {
+			v, err := decodeJSONValue(raw)
+			if err != nil {
+				return compiledBlocker{}, fmt.Errorf("%w: migration blocker %d: value: %v", ErrInvalid, i, err)
+			}
+			k, err := canonicalValueString(v)
+			if err != nil {
+				return compiledBlocker{}, fmt.Errorf("migration blocker %d: %w", i, err)
+			}
+			c.vals[k] = true
+		}
+	default:
+		return compiledBlocker{}, fmt.Errorf("%w: migration blocker %d: unknown condition %q", ErrInvalid, i, b.When)
+	}
+	return c, nil
+}
+
+// check fails with a *MigrationError at the first place of the migrated
+// payload that meets the blocker's condition.
+func (c compiledBlocker) check(sv *slotVisitor, root payloadSlot) error {
+	if c.b.When == BlockWhenAbsent {
+		parent, name := c.toks[:len(c.toks)-1], c.toks[len(c.toks)-1].name
+		return sv.visit(root, parent, "", func(s payloadSlot, path string) error {
+			if obj, ok := s.get().(map[string]any); ok {
+				if _, has := obj[name]; !has {
+					return &MigrationError{Path: JoinSchemaPath(path, name), Reason: c.b.Reason}
+				}
+			}
+			return nil
+		})
+	}
+	return sv.visit(root, c.toks, "", func(s payloadSlot, path string) error {
+		v, ok := s.lookup()
+		if !ok {
+			return nil
+		}
+		fail := c.b.When == BlockWhenPresent
+		if c.vals != nil {
+			k, kerr := canonicalValueString(v)
+			if kerr != nil {
+				return &MigrationError{Path: path, Reason: kerr.Error()}
+			}
+			fail = c.vals[k] == (c.b.When == BlockWhenValue)
+		}
+		if fail {
+			return &MigrationError{Path: path, Reason: c.b.Reason}
+		}
+		return nil
+	})
 }
 
 // payloadSlot is a place in a payload: a key of an object or an index of an
