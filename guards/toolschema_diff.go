@@ -437,7 +437,10 @@ func admitsObjects(n *SchemaNode) bool { return !n.False && (n.Types == 0 || n.T
 func admitsArrays(n *SchemaNode) bool  { return !n.False && (n.Types == 0 || n.Types&TypeArray != 0) }
 
 // walk compares two schemas at one path: oldPath in the old names, newPath
-// in the new names.
+// in the new names. After the recursion and budget checks, unions go to
+// walkUnion; other pairs compare their types, then each keyword family
+// (compareDefault ... compareApplicators), then their children
+// (walkChildren).
 func (d *schemaDiffer) walk(o, n *SchemaNode, oldPath, newPath string) error {
 	if o == nil {
 		o = anySchema
@@ -445,11 +448,8 @@ func (d *schemaDiffer) walk(o, n *SchemaNode, oldPath, newPath string) error {
 	if n == nil {
 		n = anySchema
 	}
-	for _, p := range d.stack {
-		if p.o == o && p.n == n {
-			d.loops = append(d.loops, schemaLoop{d.side, p.oldPath, oldPath, p.newPath, newPath})
-			return nil // a recursive schema: compared at its first occurrence
-		}
+	if d.recursion(o, n, oldPath, newPath) {
+		return nil // a recursive schema: compared at its first occurrence
 	}
 	if d.visits--; d.visits < 0 {
 		return fmt.Errorf("%w: schemas expand beyond %d nodes (too many shared $refs)", ErrInvalid, maxDiffVisits)
@@ -481,56 +481,100 @@ func (d *schemaDiffer) walk(o, n *SchemaNode, oldPath, newPath string) error {
 		// all; the other side's keywords narrow nothing that was accepted.
 		return nil
 	}
-	// Default.
-	if o.HasDefault != n.HasDefault || (o.HasDefault && !sameValue(o.Default, n.Default)) {
-		r := at
-		r.Kind = DefaultChanged
-		r.Breaking = d.side == SideInput
-		switch {
-		case !n.HasDefault:
-			r.Reason = where + " lost its default: an agent that omits it no longer gets the old value"
-		case !o.HasDefault:
-			r.Reason = where + " gained a default: an omitted value may now mean something else"
-		default:
-			r.Reason = where + " default changed: an agent that omits it gets a different value"
-		}
-		if d.side != SideInput {
-			r.Reason = where + " default changed"
-		}
-		d.rec(r, optValue(o.Default, o.HasDefault), optValue(n.Default, n.HasDefault))
+	d.compareDefault(o, n, &at, where)
+	d.compareEnum(o, n, &at, where)
+	d.compareFormat(o, n, &at, where)
+	d.compareConstraints(o, n, &at, where)
+	d.compareAdditionalProperties(o, n, &at, where)
+	d.compareTexts(o, n, &at, where)
+	d.compareExtra(o, n, &at, where)
+	// Keywords with subschemas this diff does not look into: compared whole.
+	if err := d.compareOpaque(o, n, at, where); err != nil {
+		return err
 	}
-	// Enum.
-	if o.HasEnum != n.HasEnum || (o.HasEnum && !slices.Equal(o.enumKeys, n.enumKeys)) {
-		removed, added := enumDelta(o, n)
-		narrows := (!o.HasEnum && n.HasEnum) || len(removed) > 0
-		widens := (o.HasEnum && !n.HasEnum) || len(added) > 0
-		r := at
-		r.Kind, r.Breaking = EnumChanged, d.breaking(narrows, widens)
-		switch {
-		case !o.HasEnum:
-			r.Reason = where + " is now restricted to an enum"
-		case !n.HasEnum:
-			r.Reason = where + " is no longer restricted to an enum"
-		default:
-			var parts []string
-			if len(removed) > 0 {
-				parts = append(parts, "removed "+strings.Join(removed, ", "))
-			}
-			if len(added) > 0 {
-				parts = append(parts, "added "+strings.Join(added, ", "))
-			}
-			r.Reason = where + " enum " + strings.Join(parts, "; ")
+	if err := d.compareApplicators(o, n, at, where); err != nil {
+		return err
+	}
+	return d.walkChildren(o, n, oldPath, newPath)
+}
+
+// recursion reports whether the pair is being walked already, further up
+// (a recursive schema), and records the loop.
+func (d *schemaDiffer) recursion(o, n *SchemaNode, oldPath, newPath string) bool {
+	for _, p := range d.stack {
+		if p.o == o && p.n == n {
+			d.loops = append(d.loops, schemaLoop{d.side, p.oldPath, oldPath, p.newPath, newPath})
+			return true
 		}
-		d.rec(r, optValue(o.Enum, o.HasEnum), optValue(n.Enum, n.HasEnum))
 	}
-	// Format.
-	if o.Format != n.Format {
-		r := at
-		r.Kind, r.Breaking = FormatChanged, d.breaking(n.Format != "", o.Format != "")
-		r.Reason = fmt.Sprintf("%s format changed from %q to %q", where, o.Format, n.Format)
-		d.rec(r, optString(o.Format), optString(n.Format))
+	return false
+}
+
+// compareDefault records a default that changed, appeared or went away.
+func (d *schemaDiffer) compareDefault(o, n *SchemaNode, at *diffRecord, where string) {
+	if o.HasDefault == n.HasDefault && (!o.HasDefault || sameValue(o.Default, n.Default)) {
+		return
 	}
-	// Constraints.
+	r := *at
+	r.Kind = DefaultChanged
+	r.Breaking = d.side == SideInput
+	switch {
+	case !n.HasDefault:
+		r.Reason = where + " lost its default: an agent that omits it no longer gets the old value"
+	case !o.HasDefault:
+		r.Reason = where + " gained a default: an omitted value may now mean something else"
+	default:
+		r.Reason = where + " default changed: an agent that omits it gets a different value"
+	}
+	if d.side != SideInput {
+		r.Reason = where + " default changed"
+	}
+	d.rec(r, optValue(o.Default, o.HasDefault), optValue(n.Default, n.HasDefault))
+}
+
+// compareEnum records an enum that changed, appeared or went away, with
+// the values removed and added.
+func (d *schemaDiffer) compareEnum(o, n *SchemaNode, at *diffRecord, where string) {
+	if o.HasEnum == n.HasEnum && (!o.HasEnum || slices.Equal(o.enumKeys, n.enumKeys)) {
+		return
+	}
+	removed, added := enumDelta(o, n)
+	narrows := (!o.HasEnum && n.HasEnum) || len(removed) > 0
+	widens := (o.HasEnum && !n.HasEnum) || len(added) > 0
+	r := *at
+	r.Kind, r.Breaking = EnumChanged, d.breaking(narrows, widens)
+	switch {
+	case !o.HasEnum:
+		r.Reason = where + " is now restricted to an enum"
+	case !n.HasEnum:
+		r.Reason = where + " is no longer restricted to an enum"
+	default:
+		var parts []string
+		if len(removed) > 0 {
+			parts = append(parts, "removed "+strings.Join(removed, ", "))
+		}
+		if len(added) > 0 {
+			parts = append(parts, "added "+strings.Join(added, ", "))
+		}
+		r.Reason = where + " enum " + strings.Join(parts, "; ")
+	}
+	d.rec(r, optValue(o.Enum, o.HasEnum), optValue(n.Enum, n.HasEnum))
+}
+
+// compareFormat records a changed format.
+func (d *schemaDiffer) compareFormat(o, n *SchemaNode, at *diffRecord, where string) {
+	if o.Format == n.Format {
+		return
+	}
+	r := *at
+	r.Kind, r.Breaking = FormatChanged, d.breaking(n.Format != "", o.Format != "")
+	r.Reason = fmt.Sprintf("%s format changed from %q to %q", where, o.Format, n.Format)
+	d.rec(r, optString(o.Format), optString(n.Format))
+}
+
+// compareConstraints records each validation keyword that changed,
+// judged by its direction.
+func (d *schemaDiffer) compareConstraints(o, n *SchemaNode, at *diffRecord, where string) {
 	for _, k := range unionKeys(o.Constraints, n.Constraints) {
 		ov, oOK := o.Constraints[k]
 		nv, nOK := n.Constraints[k]
@@ -538,38 +582,51 @@ func (d *schemaDiffer) walk(o, n *SchemaNode, oldPath, newPath string) error {
 			continue
 		}
 		narrows, widens := constraintDirection(k, ov, oOK, nv, nOK)
-		r := at
+		r := *at
 		r.Kind, r.Keyword, r.Breaking = ConstraintChanged, k, d.breaking(narrows, widens)
 		r.Reason = fmt.Sprintf("%s %s %s", where, k, directionWord(narrows, widens))
 		d.rec(r, optValue(ov, oOK), optValue(nv, nOK))
 	}
-	// additionalProperties.
-	if oa, na := apValue(o.AdditionalProperties), apValue(n.AdditionalProperties); oa != na {
-		narrows, widens := apDirection(o.AdditionalProperties, n.AdditionalProperties)
-		r := at
-		r.Kind, r.Breaking = AdditionalPropertiesChanged, d.breaking(narrows, widens)
-		r.Reason = fmt.Sprintf("%s additionalProperties %s", where, directionWord(narrows, widens))
-		d.rec(r, json.RawMessage(oa), json.RawMessage(na))
+}
+
+// compareAdditionalProperties records a changed additionalProperties.
+func (d *schemaDiffer) compareAdditionalProperties(o, n *SchemaNode, at *diffRecord, where string) {
+	oa, na := apValue(o.AdditionalProperties), apValue(n.AdditionalProperties)
+	if oa == na {
+		return
 	}
-	// Descriptions and titles: the model reads them.
+	narrows, widens := apDirection(o.AdditionalProperties, n.AdditionalProperties)
+	r := *at
+	r.Kind, r.Breaking = AdditionalPropertiesChanged, d.breaking(narrows, widens)
+	r.Reason = fmt.Sprintf("%s additionalProperties %s", where, directionWord(narrows, widens))
+	d.rec(r, json.RawMessage(oa), json.RawMessage(na))
+}
+
+// compareTexts records changed descriptions and titles, classified: the
+// model reads them.
+func (d *schemaDiffer) compareTexts(o, n *SchemaNode, at *diffRecord, where string) {
 	if o.Description != n.Description {
-		r := at
+		r := *at
 		r.Kind, r.Keyword = DescriptionChanged, "description"
 		d.recText(r, where+" description", o.Description, n.Description)
 	}
 	if o.Title != n.Title {
-		r := at
+		r := *at
 		r.Kind, r.Keyword = DescriptionChanged, "title"
 		d.recText(r, where+" title", o.Title, n.Title)
 	}
-	// Other keywords.
+}
+
+// compareExtra records the other keywords that changed: annotations as
+// such, unknown keywords as breaking (their effect is not known).
+func (d *schemaDiffer) compareExtra(o, n *SchemaNode, at *diffRecord, where string) {
 	for _, k := range unionKeys(o.Extra, n.Extra) {
 		ov, oOK := o.Extra[k]
 		nv, nOK := n.Extra[k]
 		if oOK && nOK && sameValue(ov, nv) {
 			continue
 		}
-		r := at
+		r := *at
 		r.Keyword = k
 		if annotationKeyword(k) {
 			r.Kind = AnnotationChanged
@@ -580,34 +637,27 @@ func (d *schemaDiffer) walk(o, n *SchemaNode, oldPath, newPath string) error {
 		}
 		d.rec(r, optValue(ov, oOK), optValue(nv, nOK))
 	}
-	// Keywords with subschemas this diff does not look into: compared whole.
-	if err := d.compareOpaque(o, n, at, where); err != nil {
-		return err
-	}
-	if err := d.compareApplicators(o, n, at, where); err != nil {
-		return err
-	}
+}
 
-	// Properties (with renames) and array items. When the type changed so
-	// that one side cannot be an object (an array), the type change says it
-	// all and the fields (items) are not listed one by one.
+// walkChildren diffs the properties (with renames) and the array items
+// (a tuple's positions, or items). When the type changed so that one side
+// cannot be an object (an array), the type change says it all and the
+// fields (items) are not listed one by one.
+func (d *schemaDiffer) walkChildren(o, n *SchemaNode, oldPath, newPath string) error {
 	typeChanged := coreTypes(o) != coreTypes(n)
 	if !typeChanged || (admitsObjects(o) && admitsObjects(n)) {
 		if err := d.diffProperties(o, n, oldPath, newPath); err != nil {
 			return err
 		}
 	}
-	if !typeChanged || (admitsArrays(o) && admitsArrays(n)) {
-		switch {
-		case o.PrefixItems != nil || n.PrefixItems != nil:
-			if err := d.walkTuple(o, n, oldPath, newPath); err != nil {
-				return err
-			}
-		case o.Items != nil || n.Items != nil:
-			if err := d.walk(o.Items, n.Items, ItemsPath(oldPath), ItemsPath(newPath)); err != nil {
-				return err
-			}
-		}
+	if typeChanged && !(admitsArrays(o) && admitsArrays(n)) {
+		return nil
+	}
+	switch {
+	case o.PrefixItems != nil || n.PrefixItems != nil:
+		return d.walkTuple(o, n, oldPath, newPath)
+	case o.Items != nil || n.Items != nil:
+		return d.walk(o.Items, n.Items, ItemsPath(oldPath), ItemsPath(newPath))
 	}
 	return nil
 }
