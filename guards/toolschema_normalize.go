@@ -1129,139 +1129,162 @@ func mergeSiblings(r, s *SchemaNode) *SchemaNode {
 	if r.False {
 		return r
 	}
-	sObj := s.Properties != nil || s.AdditionalProperties != nil || s.PatternProperties != nil
-	rObj := r.Properties != nil || r.AdditionalProperties != nil || r.PatternProperties != nil
-	// Properties of both sides merge only when neither restricts the other's
-	// (additionalProperties and patternProperties see the other's names).
-	conflict := sObj && rObj && (r.AdditionalProperties != nil || r.PatternProperties != nil ||
-		s.AdditionalProperties != nil || s.PatternProperties != nil)
-	conflict = conflict ||
-		(s.Items != nil || s.PrefixItems != nil) && (r.Items != nil || r.PrefixItems != nil) ||
-		s.Format != "" && r.Format != "" && s.Format != r.Format ||
-		(s.AnyOf != nil && r.AnyOf != nil) || (s.OneOf != nil && r.OneOf != nil) ||
-		(s.Not != nil && r.Not != nil) || (s.Ref != "" && r.Ref != "") || s.False
-	for k := range s.Constraints {
-		if _, both := r.Constraints[k]; both {
-			conflict = true
-		}
-	}
-	for k := range s.Applicators {
-		if _, both := r.Applicators[k]; both {
-			conflict = true
-		}
-	}
-	for k := range s.DependentSchemas {
-		if _, both := r.DependentSchemas[k]; both {
-			conflict = true
-		}
-	}
-	for k := range s.Properties {
-		if _, both := r.Properties[k]; both {
-			conflict = true
-		}
-	}
-	if conflict {
+	if siblingsConflict(r, s) {
 		return &SchemaNode{AllOf: []*SchemaNode{r, s}}
 	}
 	out := *r
-	if s.Types != 0 {
-		if out.Types == 0 {
-			out.Types = s.Types
-		} else {
-			out.Types = canonicalTypes(out.Types.Values() & s.Types.Values())
-			if out.Types == 0 { // no type in common: nothing validates
-				return &SchemaNode{False: true}
-			}
+	if !out.intersectTypes(s.Types) { // no type in common: nothing validates
+		return &SchemaNode{False: true}
+	}
+	out.mergeShape(s)
+	out.mergeValues(s)
+	out.mergeSubschemas(s)
+	out.mergeAnnotations(s)
+	return &out
+}
+
+// siblingsConflict reports whether r and s set a keyword that cannot be
+// merged into one node: properties of both when either restricts the
+// other's names (additionalProperties, patternProperties), items of both,
+// two formats, two anyOf, oneOf, not or $ref, a constraint, applicator,
+// dependent schema or property of the same name, or s false.
+func siblingsConflict(r, s *SchemaNode) bool {
+	sObj := s.Properties != nil || s.AdditionalProperties != nil || s.PatternProperties != nil
+	rObj := r.Properties != nil || r.AdditionalProperties != nil || r.PatternProperties != nil
+	if sObj && rObj && (r.AdditionalProperties != nil || r.PatternProperties != nil ||
+		s.AdditionalProperties != nil || s.PatternProperties != nil) {
+		return true
+	}
+	if (s.Items != nil || s.PrefixItems != nil) && (r.Items != nil || r.PrefixItems != nil) ||
+		s.Format != "" && r.Format != "" && s.Format != r.Format ||
+		(s.AnyOf != nil && r.AnyOf != nil) || (s.OneOf != nil && r.OneOf != nil) ||
+		(s.Not != nil && r.Not != nil) || (s.Ref != "" && r.Ref != "") || s.False {
+		return true
+	}
+	return sharesKey(r.Constraints, s.Constraints) || sharesKey(r.Applicators, s.Applicators) ||
+		sharesKey(r.DependentSchemas, s.DependentSchemas) || sharesKey(r.Properties, s.Properties)
+}
+
+// sharesKey reports whether a and b have a key in common.
+func sharesKey[V any](a, b map[string]V) bool {
+	for k := range b {
+		if _, both := a[k]; both {
+			return true
 		}
 	}
+	return false
+}
+
+// mergedCopy is a new map with a's entries, then b's.
+func mergedCopy[V any](a, b map[string]V) map[string]V {
+	out := make(map[string]V, len(a)+len(b))
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}
+
+// intersectTypes narrows n's types to those t allows too (0: any); false
+// when none is left.
+func (n *SchemaNode) intersectTypes(t TypeSet) bool {
+	switch {
+	case t == 0:
+	case n.Types == 0:
+		n.Types = t
+	default:
+		n.Types = canonicalTypes(n.Types.Values() & t.Values())
+		return n.Types != 0
+	}
+	return true
+}
+
+// mergeShape merges the object and array keywords of s into n (they do
+// not conflict): properties and required are unions, the others s's.
+func (n *SchemaNode) mergeShape(s *SchemaNode) {
 	if s.Properties != nil {
-		props := make(map[string]*SchemaNode, len(out.Properties)+len(s.Properties))
-		for k, v := range out.Properties {
-			props[k] = v
-		}
-		for k, v := range s.Properties {
-			props[k] = v
-		}
-		out.Properties = props
+		n.Properties = mergedCopy(n.Properties, s.Properties)
 	}
 	if s.Required != nil {
-		out.Required = sortedSet(append(append([]string{}, out.Required...), s.Required...))
+		n.Required = sortedSet(append(append([]string{}, n.Required...), s.Required...))
 	}
 	if s.AdditionalProperties != nil {
-		out.AdditionalProperties = s.AdditionalProperties
+		n.AdditionalProperties = s.AdditionalProperties
 	}
 	if s.PatternProperties != nil {
-		out.PatternProperties = s.PatternProperties
+		n.PatternProperties = s.PatternProperties
 	}
 	if s.Items != nil {
-		out.Items = s.Items
+		n.Items = s.Items
 	}
 	if s.PrefixItems != nil {
-		out.PrefixItems = s.PrefixItems
+		n.PrefixItems = s.PrefixItems
 	}
+}
+
+// mergeValues merges the value keywords of s into n: s's default and
+// format, the intersection of the enums, the union of the constraints.
+func (n *SchemaNode) mergeValues(s *SchemaNode) {
 	if s.HasDefault {
-		out.Default, out.HasDefault = s.Default, true
+		n.Default, n.HasDefault = s.Default, true
 	}
 	if s.HasEnum {
-		if !out.HasEnum {
-			out.Enum, out.enumKeys, out.HasEnum = s.Enum, s.enumKeys, true
+		if !n.HasEnum {
+			n.Enum, n.enumKeys, n.HasEnum = s.Enum, s.enumKeys, true
 		} else {
 			var vals []any
 			for i, v := range s.Enum {
-				if j := sort.SearchStrings(out.enumKeys, s.enumKeys[i]); j < len(out.enumKeys) && out.enumKeys[j] == s.enumKeys[i] {
+				if j := sort.SearchStrings(n.enumKeys, s.enumKeys[i]); j < len(n.enumKeys) && n.enumKeys[j] == s.enumKeys[i] {
 					vals = append(vals, v)
 				}
 			}
-			_ = out.setEnum(append([]any{}, vals...), nil)
+			_ = n.setEnum(append([]any{}, vals...), nil)
 		}
 	}
 	if s.Format != "" {
-		out.Format = s.Format
+		n.Format = s.Format
 	}
-	out.Constraints = mergeAnyMaps(out.Constraints, s.Constraints)
-	if s.Description != "" {
-		out.Description = s.Description
-	}
-	if s.Title != "" {
-		out.Title = s.Title
-	}
+	n.Constraints = mergeAnyMaps(n.Constraints, s.Constraints)
+}
+
+// mergeSubschemas merges the combinators and applicators of s into n:
+// allOf, applicators and dependent schemas are unions, the others s's.
+func (n *SchemaNode) mergeSubschemas(s *SchemaNode) {
 	if s.AnyOf != nil {
-		out.AnyOf = s.AnyOf
+		n.AnyOf = s.AnyOf
 	}
 	if s.OneOf != nil {
-		out.OneOf = s.OneOf
+		n.OneOf = s.OneOf
 	}
 	if s.AllOf != nil {
-		out.AllOf = append(append([]*SchemaNode{}, out.AllOf...), s.AllOf...)
+		n.AllOf = append(append([]*SchemaNode{}, n.AllOf...), s.AllOf...)
 	}
 	if s.Not != nil {
-		out.Not = s.Not
+		n.Not = s.Not
 	}
 	if s.Ref != "" {
-		out.Ref = s.Ref
+		n.Ref = s.Ref
 	}
 	if len(s.Applicators) > 0 {
-		app := make(map[string]*SchemaNode, len(out.Applicators)+len(s.Applicators))
-		for k, v := range out.Applicators {
-			app[k] = v
-		}
-		for k, v := range s.Applicators {
-			app[k] = v
-		}
-		out.Applicators = app
+		n.Applicators = mergedCopy(n.Applicators, s.Applicators)
 	}
 	if len(s.DependentSchemas) > 0 {
-		ds := make(map[string]*SchemaNode, len(out.DependentSchemas)+len(s.DependentSchemas))
-		for k, v := range out.DependentSchemas {
-			ds[k] = v
-		}
-		for k, v := range s.DependentSchemas {
-			ds[k] = v
-		}
-		out.DependentSchemas = ds
+		n.DependentSchemas = mergedCopy(n.DependentSchemas, s.DependentSchemas)
 	}
-	out.Extra = mergeAnyMaps(out.Extra, s.Extra)
-	return &out
+}
+
+// mergeAnnotations merges the annotations of s into n: s's description
+// and title win, other keywords are a union.
+func (n *SchemaNode) mergeAnnotations(s *SchemaNode) {
+	if s.Description != "" {
+		n.Description = s.Description
+	}
+	if s.Title != "" {
+		n.Title = s.Title
+	}
+	n.Extra = mergeAnyMaps(n.Extra, s.Extra)
 }
 
 // mergeAnyMaps returns a new map with b's entries over a's; nil when both
