@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -298,6 +299,7 @@ type replayer struct {
 	hiWindow uint64 // last input sequence of the window, handled or not
 	index    map[verdictKey][]recordedRef
 	oldGuard map[uint64]bool     // inputs with a recorded verdict of another guard version
+	lanes    laneVersions        // per guard and key, the inputs with recorded verdicts and their guard versions
 	dlq      map[uint64]string   // telemetry sequence → dead-letter reason
 	deleted  map[uint64]bool     // deleted telemetry sequences
 	versions map[string]string   // interned guard versions
@@ -336,7 +338,7 @@ func newReplayer(js jetstream.JetStream, opts ReplayOptions) (*replayer, error) 
 		js: js, opts: opts, names: names,
 		tools: setOf(opts.Tools), comps: setOf(opts.Compositions),
 		whatIf: map[string]json.RawMessage{}, declared: map[string]bool{},
-		index: map[verdictKey][]recordedRef{}, oldGuard: map[uint64]bool{},
+		index: map[verdictKey][]recordedRef{}, oldGuard: map[uint64]bool{}, lanes: laneVersions{byKey: map[laneKey][]laneRef{}},
 		dlq: map[uint64]string{}, deleted: map[uint64]bool{}, versions: map[string]string{},
 	}
 	for id, raw := range opts.WhatIf.Workflows {
@@ -659,6 +661,7 @@ func (r *replayer) loadRecorded(ctx context.Context, st jetstream.StreamState) e
 		if gv != guards.Version {
 			r.oldGuard[k.inputSeq] = true
 		}
+		r.lanes.add(k, gv != guards.Version)
 		if v, ok := r.versions[gv]; ok {
 			gv = v
 		} else {
@@ -949,8 +952,11 @@ func (r *replayer) compare(seq uint64, eventID string, msgs []events.Message) {
 			}
 			kind := DiffMissing
 			reason := "re-derived, but the verdict stream does not hold it (deleted, or never stored)"
-			if r.oldGuard[seq] {
+			switch {
+			case r.oldGuard[seq]:
 				kind, reason = DiffPolicyChanged, "re-derived by guard "+guards.Version+" but not recorded: the input's verdicts were recorded by another guard version"
+			case r.lanes.oldBefore(k, seq):
+				kind, reason = DiffPolicyChanged, "re-derived by guard "+guards.Version+" but not recorded: the verdict of "+k.key+" recorded before it was written by another guard version, which derived none here"
 			}
 			r.count(kind)
 			r.difference(ReplayDifference{Kind: kind, InputSequence: seq, InputEventID: eventID, Guard: k.kind.Token(), Key: k.key, AgentID: k.agent,
@@ -1174,4 +1180,47 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// laneKey is a guard and a key (a tool or composition id): the verdicts of
+// one ordering lane.
+type laneKey struct {
+	kind events.Kind
+	key  string
+}
+
+// laneRef is an input with a recorded verdict in a lane, and whether that
+// verdict was written by another guard version.
+type laneRef struct {
+	seq uint64
+	old bool
+}
+
+// laneVersions tells which guard version judged a lane at a point of the
+// stream. An input that a newer guard judges and an older one passed over
+// in silence (a repeat it did not report) has no recorded verdict of its
+// own: the lane's last recorded verdict before it says which guard ran.
+type laneVersions struct {
+	byKey  map[laneKey][]laneRef
+	sorted bool
+}
+
+func (l *laneVersions) add(k verdictKey, old bool) {
+	lk := laneKey{k.kind, k.key}
+	l.byKey[lk] = append(l.byKey[lk], laneRef{seq: k.inputSeq, old: old})
+	l.sorted = false
+}
+
+// oldBefore reports whether the last recorded verdict of k's lane for an
+// input before seq was written by another guard version.
+func (l *laneVersions) oldBefore(k verdictKey, seq uint64) bool {
+	if !l.sorted {
+		for _, refs := range l.byKey {
+			slices.SortFunc(refs, func(a, b laneRef) int { return cmp.Compare(a.seq, b.seq) })
+		}
+		l.sorted = true
+	}
+	refs := l.byKey[laneKey{k.kind, k.key}]
+	i, _ := slices.BinarySearchFunc(refs, seq, func(r laneRef, s uint64) int { return cmp.Compare(r.seq, s) })
+	return i > 0 && refs[i-1].old
 }

@@ -620,3 +620,61 @@ func publishHandled(t *testing.T, js jetstream.JetStream, m events.Message) {
 	publish(t, js, m)
 	waitHandled(t, js)
 }
+
+// TestReplayOlderGuardsSilence: an input that an older guard passed over
+// in silence (a change of _meta only, which guard 2 took for a repeat) and
+// the current guard reports has no recorded verdict of its own. The
+// tool's verdict recorded before it, written by the older guard, tells the
+// audit that the policy changed: not a deleted verdict.
+func TestReplayOlderGuardsSilence(t *testing.T) {
+	_, url := natstest.RunServer(t)
+	w := startReplayWorker(t, url)
+	// Another tool first: the verdict stream starts with a verdict this
+	// test leaves alone, so the edits below are not taken for truncation.
+	publishHandled(t, w.js, observation(t, "kb.search", crmV1))
+	publishHandled(t, w.js, observation(t, "crm.lookup", crmV1))
+	withMeta := observation(t, "crm.lookup", crmV1)
+	ev, err := names.Decode(withMeta.Subject, nats.Header(withMeta.Header), withMeta.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	so := *ev.SchemaObserved
+	tool := *so.Tool
+	tool.Meta = json.RawMessage(`{"build":"2026.10.3"}`)
+	so.Tool = &tool
+	if withMeta, err = names.NewSchemaObserved(meta(), so); err != nil {
+		t.Fatal(err)
+	}
+	publishHandled(t, w.js, withMeta)
+	w.stop()
+	verdicts := recordedVerdicts(t, w.js)
+	var first, meta *recordedVerdict
+	for i, v := range verdicts {
+		switch sv := v.ev.SchemaVerdict; {
+		case sv == nil:
+		case sv.Verdict == guards.NoBaseline && sv.ToolID == "crm.lookup":
+			first = &verdicts[i]
+		case sv.Verdict == guards.DriftOnUnusedFields:
+			meta = &verdicts[i]
+		}
+	}
+	if first == nil || meta == nil {
+		t.Fatalf("want a NO_BASELINE and a DRIFT_ON_UNUSED_FIELDS verdict, recorded %d verdicts", len(verdicts))
+	}
+	// The stream as guard 2 recorded it: its first verdict, and nothing
+	// for the _meta change.
+	republish(t, w.js, *first, true, func(v *events.SchemaVerdict) { v.GuardVersion = "2" })
+	if err := streamOf(t, w.js, "TOOLSENTRY_VERDICTS").DeleteMsg(context.Background(), meta.seq); err != nil {
+		t.Fatal(err)
+	}
+	rep := replay(t, w.js, consumer.ReplayOptions{})
+	if got := kinds(rep.Differences); got[consumer.DiffPolicyChanged] != 2 || rep.Tampered() != 0 {
+		t.Fatalf("want two policy changes and no tampering, got %s", diffsText(rep.Differences))
+	}
+	for _, d := range rep.Differences {
+		if d.InputSequence == meta.ev.SchemaVerdict.InputSequence && !strings.Contains(d.Reason, "recorded before it was written by another guard version") {
+			t.Errorf("the _meta change: %s", diffsText([]consumer.ReplayDifference{d}))
+		}
+	}
+
+}
