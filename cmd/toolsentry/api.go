@@ -6,7 +6,11 @@ package main
 //	GET  /v1/tools                    every tool: baseline and current version, held drift, affected agents
 //	GET  /v1/tools/{id}               one tool: versions, the diff as a table, agents, directives, migrations
 //	GET  /v1/verdicts                 verdicts from the verdict stream, filtered and paged (api_verdicts.go)
+//	GET  /v1/verdicts/stream          the same as server-sent events, as they are published (api_stream.go)
+//	GET  /v1/compositions             every composition, in short (api_dashboard.go)
 //	GET  /v1/compositions/{id}        a composition: structure, composed quality against the requirement, latest verdict
+//	GET  /v1/agents                   every agent: the tools it uses, its directives (api_dashboard.go)
+//	GET  /v1/deadletters              dead letters: counts by reason, the latest ones' reasons (api_dashboard.go)
 //	POST /v1/guard/composition        the composition directive in force for a workflow (the agent client's Workflow)
 //	POST /v1/events                   CloudEvents over the HTTP binding into the telemetry stream (api_events.go)
 //	GET  /v1/openapi.json             the OpenAPI 3.1 document
@@ -64,6 +68,10 @@ var apiRoutes = []string{
 	"POST /v1/guard/composition",
 	"POST /v1/events",
 	"GET /v1/openapi.json",
+	"GET /v1/verdicts/stream",
+	"GET /v1/compositions",
+	"GET /v1/agents",
+	"GET /v1/deadletters",
 }
 
 // mountAPI registers the API on mux. guard is serve's POST /v1/guard
@@ -83,7 +91,8 @@ func mountAPI(mux *http.ServeMux, nc *nats.Conn, prefix string, guard http.Handl
 	} else {
 		return errors.New("the composition guard needs serve's guard handler")
 	}
-	handlers := []http.HandlerFunc{a.listTools, a.getTool, a.listVerdicts, a.getComposition, a.compositionGuard, a.postEvents, serveOpenAPI}
+	handlers := []http.HandlerFunc{a.listTools, a.getTool, a.listVerdicts, a.getComposition, a.compositionGuard, a.postEvents, serveOpenAPI,
+		a.streamVerdicts, a.listCompositions, a.listAgents, a.listDeadLetters}
 	for i, p := range apiRoutes {
 		mux.HandleFunc(p, handlers[i])
 	}

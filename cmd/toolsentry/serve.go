@@ -106,9 +106,11 @@ Operations:
                           and POST /v1/guard (an agent's payload, rewritten by the migration
                           in force, or 409 with the HALT: see toolsentry guard --help), and
                           the HTTP API: GET /v1/tools, /v1/tools/{id}, /v1/verdicts,
-                          /v1/compositions/{id}, POST /v1/guard/composition, POST /v1/events
-                          (CloudEvents over HTTP), GET /v1/openapi.json (see the README's
-                          "HTTP API"); --http "" disables it. A non-loopback address needs
+                          /v1/verdicts/stream (server-sent events), /v1/compositions,
+                          /v1/compositions/{id}, /v1/agents, /v1/deadletters, POST
+                          /v1/guard/composition, POST /v1/events (CloudEvents over HTTP),
+                          GET /v1/openapi.json (see the README's "HTTP API"); --http ""
+                          disables it. A non-loopback address needs
                           --http-token or client certificates, or --http-insecure
                           (TOOLSENTRY_HTTP, default "127.0.0.1:9700")
 ` + httpAuthUsage + `  --log-level LEVEL       debug, info, warn or error (TOOLSENTRY_LOG_LEVEL, default "info")
