@@ -2,8 +2,9 @@ package main
 
 // Authentication of serve's HTTP port: a bearer token, TLS client
 // certificates, or both. /livez, /readyz and /metrics stay open, so that
-// probes and a Prometheus scraper need no secret; every other path (the
-// /v1 API, the OTLP receiver, the agents' guard) needs the token or a
+// probes and a Prometheus scraper need no secret, and so do the
+// dashboard's static files (/ and /ui/, dashboard.go); every other path
+// (the /v1 API, the OTLP receiver, the agents' guard) needs the token or a
 // client certificate once either is configured.
 
 import (
@@ -24,8 +25,9 @@ import (
 
 // httpAuthUsage is the part of serve's help text about the HTTP port's
 // authentication.
-const httpAuthUsage = `  --http-token TOKEN      bearer token every request but /livez, /readyz and /metrics must carry
-                          (Authorization: Bearer TOKEN) (TOOLSENTRY_HTTP_TOKEN, default "")
+const httpAuthUsage = `  --http-token TOKEN      bearer token every request but /livez, /readyz, /metrics and the
+                          dashboard's static files (/, /ui/) must carry (Authorization: Bearer
+                          TOKEN; the dashboard asks for it) (TOOLSENTRY_HTTP_TOKEN, default "")
   --http-token-file FILE  file holding the token, instead of --http-token (TOOLSENTRY_HTTP_TOKEN_FILE,
                           default "")
   --http-tls-cert FILE    serve HTTPS with this certificate, with --http-tls-key
@@ -133,9 +135,11 @@ func loopbackAddr(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// openPath reports whether a path is served without authentication.
+// openPath reports whether a path is served without authentication: the
+// probes, the metrics, and the dashboard's static files (which hold no
+// data: the page calls the API with the token or certificate).
 func openPath(p string) bool {
-	return p == "/livez" || p == "/readyz" || p == "/metrics"
+	return p == "/livez" || p == "/readyz" || p == "/metrics" || dashboardPath(p)
 }
 
 // wrap returns h behind the authentication: a request to a protected path

@@ -109,9 +109,10 @@ Operations:
                           /v1/verdicts/stream (server-sent events), /v1/compositions,
                           /v1/compositions/{id}, /v1/agents, /v1/deadletters, POST
                           /v1/guard/composition, POST /v1/events (CloudEvents over HTTP),
-                          GET /v1/openapi.json (see the README's "HTTP API"); --http ""
-                          disables it. A non-loopback address needs
-                          --http-token or client certificates, or --http-insecure
+                          GET /v1/openapi.json (see the README's "HTTP API"), and the
+                          read-only dashboard at / (README "Dashboard"); --http "" disables
+                          it. A non-loopback address needs --http-token or client
+                          certificates, or --http-insecure
                           (TOOLSENTRY_HTTP, default "127.0.0.1:9700")
 ` + httpAuthUsage + `  --log-level LEVEL       debug, info, warn or error (TOOLSENTRY_LOG_LEVEL, default "info")
   --log-format FORMAT     json, console, or auto: console on a terminal, else JSON
@@ -305,6 +306,7 @@ func serve(ctx context.Context, f serveFlags, io stdio) error {
 	if err := mountAPI(mux, nc, f.conn.prefix, guard); err != nil {
 		return err
 	}
+	mountDashboard(mux)
 	auth, err := f.httpAuth.load(f.httpAddr)
 	if err != nil {
 		return err
