@@ -2,8 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -11,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolsentry/toolsentry/events"
 )
 
 // chromiumBinary finds headless Chromium: the Debian package chromium
@@ -24,22 +24,6 @@ func chromiumBinary() string {
 	return ""
 }
 
-// dumpDOM loads url in headless Chromium, lets its scripts run (their
-// API calls included) and returns the page's DOM as HTML.
-func dumpDOM(t *testing.T, chrome, url string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, chrome, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-		"--no-first-run", "--disable-extensions", "--user-data-dir="+t.TempDir(), "--virtual-time-budget=20000", "--dump-dom", url)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("chromium %s: %v\n%s", url, err, errOut.String())
-	}
-	return out.String()
-}
-
 // element returns the first element matching re in dom, or fails.
 func element(t *testing.T, dom, what string, re *regexp.Regexp) string {
 	t.Helper()
@@ -50,13 +34,14 @@ func element(t *testing.T, dom, what string, re *regexp.Regexp) string {
 	return m
 }
 
-// TestDashboardInBrowser drives the dashboard in headless Chromium against
-// a real serve with a token: without the token the page asks for it; with
-// it, the Fleet page shows the drifted tool held, with the agent and its
-// migration; the tool's own page, opened by the Fleet page's link, shows
-// the rename in the diff table with the agent it affects, and the
-// migration. The composition, agents and dead-letter pages show their
-// data; no page shows an argument's value.
+// TestDashboardInBrowser drives the dashboard in headless Chromium (over
+// the DevTools protocol) against a real serve with a token. Without the
+// token the page asks for it; the token typed into its field, the Fleet
+// page shows the drifted tool held, with the agent and its migration; a
+// click on the tool opens its page, whose diff table shows the rename
+// with the agent it affects, and the migration. The live feed shows a
+// verdict published while it is open; the composition, agents and
+// dead-letter pages show their data; no page shows an argument's value.
 func TestDashboardInBrowser(t *testing.T) {
 	chrome := chromiumBinary()
 	if chrome == "" {
@@ -64,61 +49,97 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	const token = "dash-t0ken"
 	f := startDashboardFixture(t, token)
+	b := startBrowser(t, chrome)
 	base := "http://" + f.serve.httpAddr + "/"
 	var pages []string
+	page := func() string {
+		html := b.evalString("document.documentElement.outerHTML")
+		pages = append(pages, html)
+		return html
+	}
 
-	dom := dumpDOM(t, chrome, base+"#/fleet")
-	element(t, dom, "the request for a token", regexp.MustCompile(`<p class="error" id="auth-error">[^<]*API token`))
+	b.navigate(base)
+	element(t, b.waitFor("the request for a token", "#auth-error"), "the request for a token", regexp.MustCompile(`API token`))
+	b.typeText("#token", token)
+	b.click("the token's button", "#token-form button")
 
-	dom = dumpDOM(t, chrome, base+"#/fleet?token="+token)
-	pages = append(pages, dom)
-	element(t, dom, "the fleet summary", regexp.MustCompile(`<p id="fleet-summary">2 tools on 2 servers; 1 held drifts\.</p>`))
+	// Fleet: the held tool among the servers' tools.
+	summary := b.waitFor("the fleet summary", "#fleet-summary")
+	if !strings.Contains(summary, "2 tools on 2 servers; 1 held drifts.") {
+		t.Errorf("summary %s", summary)
+	}
+	dom := page()
 	element(t, dom, "the crm server", regexp.MustCompile(`<h2>crm</h2>`))
 	element(t, dom, "the kb server", regexp.MustCompile(`<h2>kb</h2>`))
-	row := element(t, dom, "the held crm/lookup row", regexp.MustCompile(`<tr class="tool held" data-tool="crm/lookup">.*?</tr>`))
+	element(t, dom, "kb/search, not held", regexp.MustCompile(`<tr class="tool" data-tool="kb/search">`))
+	row := b.waitFor("the held crm/lookup row", `tr.tool.held[data-tool="crm/lookup"]`)
 	for _, want := range []string{`<span class="badge held">held</span>`, "billing-agent", `<span class="badge MIGRATE">MIGRATE</span>`, "move user_id → userId"} {
 		if !strings.Contains(row, want) {
 			t.Errorf("the crm/lookup row lacks %q:\n%s", want, row)
 		}
 	}
-	element(t, dom, "kb/search, not held", regexp.MustCompile(`<tr class="tool" data-tool="kb/search">`))
-	link := regexp.MustCompile(`href="(#/tool/[^"]+)"`).FindStringSubmatch(row)
-	if link == nil {
-		t.Fatalf("no link to the tool in its row:\n%s", row)
+	if got := b.evalString("sessionStorage.getItem('toolsentry.token')"); got != token {
+		t.Errorf("the token in sessionStorage: %q", got)
 	}
 
-	// Open the tool from the Fleet page's link.
-	dom = dumpDOM(t, chrome, base+link[1]+"?token="+token)
-	pages = append(pages, dom)
-	element(t, dom, "the tool's title", regexp.MustCompile(`<h1>Tool <code>crm/lookup</code></h1>`))
-	rename := element(t, dom, "the rename in the diff table", regexp.MustCompile(`<tr class="change" data-kind="field_renamed">.*?</tr>`))
+	// Open the tool from its row.
+	b.click("the tool's link", `tr.tool.held[data-tool="crm/lookup"] a.tool-link`)
+	rename := b.waitFor("the rename in the diff table", `tr.change[data-kind="field_renamed"]`)
 	for _, want := range []string{"<td>input</td>", "<code>user_id</code>", "user_id → userId", `<span class="badge breaking">breaking</span>`, "<td>billing-agent</td>"} {
 		if !strings.Contains(rename, want) {
 			t.Errorf("the rename row lacks %q:\n%s", want, rename)
 		}
 	}
-	agent := element(t, dom, "the agent's row", regexp.MustCompile(`<tr class="agent" data-agent="billing-agent">.*?</tr>`))
+	if hash := b.evalString("location.hash"); hash != "#/tool/crm%2Flookup" {
+		t.Errorf("the tool page's address: %q", hash)
+	}
+	agent := b.waitFor("the agent's row", `tr.agent[data-agent="billing-agent"]`)
 	for _, want := range []string{"<code>user_id</code>", `<span class="badge MIGRATE">MIGRATE</span>`, `<li class="step"`, "move user_id → userId"} {
 		if !strings.Contains(agent, want) {
 			t.Errorf("the agent row lacks %q:\n%s", want, agent)
 		}
 	}
+	dom = page()
 	element(t, dom, "the drift in the verdict history", regexp.MustCompile(`<span class="badge verdict">DRIFT_ON_USED_FIELDS</span>`))
 	element(t, dom, "two versions", regexp.MustCompile(`(?s)<h2>Versions</h2><table><thead>.*?<tbody><tr>.*?</tr><tr>.*?</tr></tbody>`))
 
-	dom = dumpDOM(t, chrome, base+"#/composition/etl?token="+token)
-	pages = append(pages, dom)
+	// The live feed, filtered to kb/search: its verdict so far, then one
+	// published while the page is open, over the verdict stream.
+	b.eval(`location.hash = '#/feed?tool=kb/search'`)
+	b.waitFor("the feed's stream", `#feed-status`)
+	for deadline := time.Now().Add(20 * time.Second); b.evalString("document.getElementById('feed-status').textContent") != "live"; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the feed's stream is not live: %s", b.evalString("document.getElementById('feed-status').textContent"))
+		}
+	}
+	if n := string(b.eval("document.querySelectorAll('table.feed tr.verdict').length")); n != "1" {
+		t.Fatalf("%s verdicts of kb/search in the feed, want 1 (NO_BASELINE)", n)
+	}
+	code, body := f.api.do(http.MethodPost, "/v1/events", map[string]string{"Content-Type": "application/cloudevents+json"},
+		[]byte(ceJSON("k2", events.TypeSchemaObserved, `{"tool_id":"kb/search","server":"kb","version":"2","tool":{"name":"search","inputSchema":{"type":"object","properties":{"q":{"type":"string"}}}}}`)), "")
+	if code != http.StatusAccepted {
+		t.Fatalf("publishing kb/search v2: %d %s", code, body)
+	}
+	live := b.waitFor("the new verdict, live", `table.feed tbody tr.verdict:first-child:not(:last-child)`)
+	if !strings.Contains(live, "kb/search") || strings.Contains(live, "NO_BASELINE") {
+		t.Errorf("the live verdict %s", live)
+	}
+	page()
+
+	b.eval(`location.hash = '#/composition/etl'`)
+	b.waitFor("the observed-success chart", "svg.chart circle.point")
+	dom = page()
 	element(t, dom, "the structure", regexp.MustCompile(`<ul class="tree structure"><li>chain<ul class="tree"><li><code>a</code></li><li><code>b</code></li></ul></li></ul>`))
 	element(t, dom, "the quality below the requirement", regexp.MustCompile(`<span class="badge bad">below it</span>`))
-	element(t, dom, "the observed-success chart's point", regexp.MustCompile(`<svg class="chart"[^>]*>.*<circle class="point"[^>]*><title>[^<]*24/30 = 80\.0%`))
+	element(t, dom, "the chart's point", regexp.MustCompile(`<circle class="point"[^>]*><title>[^<]*24/30 = 80\.0%`))
 
-	dom = dumpDOM(t, chrome, base+"#/agents?token="+token)
-	pages = append(pages, dom)
-	element(t, dom, "billing-agent's directive", regexp.MustCompile(`<h2 data-agent="billing-agent">billing-agent</h2>.*?<tr class="directive">.*?MIGRATE.*?move user_id → userId`))
+	b.click("the Agents tab", `nav a[data-page="agents"]`)
+	b.waitFor("billing-agent", `h2[data-agent="billing-agent"]`)
+	element(t, page(), "billing-agent's directive", regexp.MustCompile(`<h2 data-agent="billing-agent">billing-agent</h2>.*?<tr class="directive">.*?MIGRATE.*?move user_id → userId`))
 
-	dom = dumpDOM(t, chrome, base+"#/deadletters?token="+token)
-	pages = append(pages, dom)
-	element(t, dom, "the dead-letter count", regexp.MustCompile(`<p id="dlq-total">2 dead letters`))
+	b.click("the Dead letters tab", `nav a[data-page="deadletters"]`)
+	element(t, b.waitFor("the dead-letter count", "#dlq-total"), "the count", regexp.MustCompile(`2 dead letters`))
+	dom = page()
 	element(t, dom, "a reason's count", regexp.MustCompile(`<tr class="reason" data-reason="schema_invalid"><td><code>schema_invalid</code></td><td>1</td></tr>`))
 	element(t, dom, "a dead letter's error", regexp.MustCompile(`<tr class="deadletter">.*?at /arguments: got string, want object`))
 
