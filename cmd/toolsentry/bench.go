@@ -58,22 +58,52 @@ The phases, in order:
                 nothing consuming: what JetStream takes on this machine
   consume       the engine with a handler that returns at once: each event
                 is delivered, acknowledged and nothing else, the ceiling of
-                any handler on this machine
+                any handler while the events are published on the same
+                machine (the drain's ceiling is consuming alone)
   passthrough   the same engine with a handler that only republishes each
                 event and waits for its acknowledgement before acking: the
                 cost of the runtime without toolsentry's work
   pipeline      toolsentry itself, as ` + "`toolsentry serve`" + ` runs it: decode,
                 guards, verdicts stored, state written, then the ack
+  drain         a backlog, as a worker meets it after an outage: on a fresh
+                server the events are published first, nothing running;
+                then the pipeline is started and drains them, timed from
+                its start until every event is handled (verdicts and
+                state stored, acknowledged). Its ceiling, measured just
+                before on the same stored messages: a bare nats.go
+                consumer with explicit acks (a new consumer from the first
+                message, Consume with nats.go's defaults, each message
+                acknowledged and nothing else), until the server has
+                every ack
+  replay        ` + "`toolsentry replay`" + `'s code path on that backlog: every verdict
+                derived again from the telemetry stream and compared with
+                the drain's (the recorded verdicts are read too). Its
+                ceiling, measured just before: a bare ordered consumer
+                reading the same stream (nats.go's defaults). The stream
+                then also holds the quality checkpoints that the drain
+                derived and stored in it, a few per 100 events: both read
+                them
   latency       the pipeline again, on a fresh server, with the events
                 published at --rate (default: half of the pipeline's rate)
-With --rounds N the first four run N times, in turn, before the latency
-phase.
+With --rounds N all but the latency phase run N times, in turn, before the
+latency phase.
 
 Throughput is events divided by the time from the first publish until every
-event has been handled and acknowledged. Latency is measured for the schema
-observations: from its publish until the first thing it stored (the
-stream's own timestamp): its first verdict, or the baseline record that
-counted it when it repeats the tool's version and publishes no verdict. The
+event has been handled and acknowledged (drain and replay: from their
+start, the events already stored). The drain and the replay are also
+reported as a ratio of their ceilings.
+
+Read amplification is the number of deliveries to all the engines of the
+drain (and of the full-speed pipeline) per stored message: every message an
+engine receives counts, another partition's included (the engine
+acknowledges it at once). 1.00 is each stored message read once; above it,
+the same message is delivered to several partitions' consumers. Run with
+--partitions N to measure a partitioned worker.
+
+Latency is measured for the schema observations: from its publish until
+the first thing it stored (the stream's own timestamp): its first verdict,
+or the baseline record that counted it when it repeats the tool's version
+and publishes no verdict. The
 full-speed pipeline's latency is reported too; it includes the backlog that
 a publisher faster than the consumer builds. The latency phase is also
 reported "after the first pass": from the first event after every tool has
@@ -106,8 +136,12 @@ Flags:
                      "raw_publish_events_per_sec", "consume_events_per_sec",
                      "p50_ms", "p99_ms", "peak_rss_mb",
                      "pipeline_passthrough_ratio", "pipeline_raw_publish_ratio",
-                     "consume_raw_publish_ratio", "rounds", ...}; p50_ms and
-                     p99_ms are the latency phase's, at "rate"
+                     "consume_raw_publish_ratio", "drain_events_per_sec",
+                     "drain_ceiling_events_per_sec", "drain_ceiling_ratio",
+                     "replay_events_per_sec", "replay_ceiling_events_per_sec",
+                     "replay_ceiling_ratio", "read_amplification",
+                     "partitions", "rounds", ...}; p50_ms and p99_ms are the
+                     latency phase's, at "rate"
   --cpuprofile FILE  write a CPU profile of the (first) full-speed pipeline
                      phase (go tool pprof -top FILE)
   --memprofile FILE  write a heap profile at the end of the (first) full-speed
@@ -116,10 +150,16 @@ Flags:
   --dir DIR          where to create the temporary data directory (default: the system's)
   --duplicate-window D
                      the duplicate window of every stream (default 2m0s, as serve)
-  --rounds N         run the raw publish, consume, passthrough and pipeline
-                     phases N times, in turn, and report the medians: the median
+  --rounds N         run the raw publish, consume, passthrough, pipeline, drain
+                     and replay phases N times, in turn, and report the medians: the median
                      of each round's pipeline/passthrough ratio is steadier
                      on a shared machine than one round's (default 1)
+  --partitions N     the partitions of the pipeline, drain and latency phases,
+                     as serve's --partitions, all owned by the one worker
+                     (default 1; consume and passthrough are never partitioned)
+  --drain-cpuprofile FILE
+                     write a CPU profile of the (first) drain phase, from the
+                     pipeline's start until the backlog is handled
   --server-process   run each phase's NATS server in a child process (this
                      binary again) instead of in-process, so that the peak
                      RSS of toolsentry and of the server are told apart; the
@@ -157,6 +197,8 @@ type benchFlags struct {
 	duplicates time.Duration
 	serverProc bool
 	rounds     int
+	partitions int
+	drainCPU   string
 }
 
 // benchReport is the result of a bench run; its JSON is --json's output.
@@ -186,9 +228,9 @@ type benchReport struct {
 	MaxRateP99MS            float64            `json:"max_rate_p99_ms"`              // the same, p99
 	SchemaVerdicts          int64              `json:"schema_verdicts"`              // stored by the full-speed pipeline
 	CompositionVerdicts     int64              `json:"composition_verdicts"`         // the same, composition guard
-	DeadLetters             int64              `json:"dead_letters"`                 // both pipeline phases
-	Retries                 int64              `json:"retries"`                      // both pipeline phases
-	Redeliveries            int64              `json:"redeliveries"`                 // both pipeline phases
+	DeadLetters             int64              `json:"dead_letters"`                 // the pipeline, drain and latency phases
+	Retries                 int64              `json:"retries"`                      // the pipeline, drain and latency phases
+	Redeliveries            int64              `json:"redeliveries"`                 // the pipeline, drain and latency phases
 	SchemaObservations      int                `json:"schema_observations"`
 	Invocations             int                `json:"invocations"`
 	Contracts               int                `json:"contracts"`
@@ -198,6 +240,28 @@ type benchReport struct {
 	Workers                 int                `json:"workers"`
 	CPUs                    int                `json:"cpus"`
 	DuplicateWindowS        float64            `json:"duplicate_window_s"`
+
+	// The backlog phases (bench_backlog.go): the medians over rounds, the
+	// ratios the median of each round's.
+	BacklogEvents             int     `json:"backlog_events"`                // messages stored before the drain
+	DrainedEvents             int     `json:"drained_events"`                // stored after it: with the quality checkpoints the pipeline derived (first round)
+	DrainEventsPerSec         float64 `json:"drain_events_per_sec"`          // the pipeline draining the backlog
+	DrainCeilingEventsPerSec  float64 `json:"drain_ceiling_events_per_sec"`  // a bare consumer with explicit acks draining it
+	DrainCeilingRatio         float64 `json:"drain_ceiling_ratio"`           // drain / its ceiling
+	ReplayEventsPerSec        float64 `json:"replay_events_per_sec"`         // consumer.Replay, as toolsentry replay
+	ReplayCeilingEventsPerSec float64 `json:"replay_ceiling_events_per_sec"` // a bare ordered consumer reading the stream
+	ReplayCeilingRatio        float64 `json:"replay_ceiling_ratio"`          // replay / its ceiling
+	DrainHandled              int64   `json:"drain_handled"`                 // events the drain handled (first round)
+	DrainCeilingReceived      int64   `json:"drain_ceiling_received"`        // deliveries to the drain ceiling (first round)
+	ReplayCeilingReceived     int64   `json:"replay_ceiling_received"`       // messages the replay ceiling read (first round)
+	ReplayInputs              int     `json:"replay_inputs"`                 // inputs the replay applied: drained_events (first round)
+	ReplayMatched             int     `json:"replay_matched"`                // recorded verdicts it derived again (first round)
+	ReplayDifferences         int     `json:"replay_differences"`            // differences it found, every round
+	Partitions                int     `json:"partitions"`                    // of the pipeline, latency and drain phases
+	Deliveries                int64   `json:"deliveries"`                    // to the drain's engines, every round
+	ReadAmplification         float64 `json:"read_amplification"`            // drain: deliveries per stored message
+	PipelineReadAmplification float64 `json:"pipeline_read_amplification"`   // the same, the full-speed pipeline phases
+	PipelineDeliveries        int64   `json:"pipeline_deliveries"`           // to the full-speed pipeline's engines, every round
 }
 
 // benchRound is one round of the throughput phases, in events/s.
@@ -206,6 +270,11 @@ type benchRound struct {
 	Consume     float64 `json:"consume_events_per_sec"`
 	Passthrough float64 `json:"passthrough_events_per_sec"`
 	Pipeline    float64 `json:"events_per_sec"`
+
+	Drain         float64 `json:"drain_events_per_sec"`
+	DrainCeiling  float64 `json:"drain_ceiling_events_per_sec"`
+	Replay        float64 `json:"replay_events_per_sec"`
+	ReplayCeiling float64 `json:"replay_ceiling_events_per_sec"`
 }
 
 func runBench(ctx context.Context, args []string, sio stdio) error {
@@ -226,6 +295,8 @@ func runBench(ctx context.Context, args []string, sio stdio) error {
 	fs.DurationVar(&f.duplicates, "duplicate-window", consumer.DefaultDuplicates, "")
 	fs.BoolVar(&f.serverProc, "server-process", false, "")
 	fs.IntVar(&f.rounds, "rounds", 1, "")
+	fs.IntVar(&f.partitions, "partitions", 1, "")
+	fs.StringVar(&f.drainCPU, "drain-cpuprofile", "", "")
 	if err := fs.Parse(args); err != nil {
 		return usageErrorf("bench: %v (see toolsentry bench --help)", err)
 	}
@@ -242,6 +313,8 @@ func runBench(ctx context.Context, args []string, sio stdio) error {
 		return usageErrorf("bench: --duplicate-window %s: want a positive duration", f.duplicates)
 	case f.rounds < 1:
 		return usageErrorf("bench: --rounds %d: want at least 1", f.rounds)
+	case f.partitions < 1 || f.partitions > consumer.MaxPartitions:
+		return usageErrorf("bench: --partitions %d: want 1 to %d", f.partitions, consumer.MaxPartitions)
 	}
 	log, err := newLogger(sio.err, "warn", "auto")
 	if err != nil {
@@ -285,11 +358,12 @@ func bench(ctx context.Context, f benchFlags, progress *benchProgress) (benchRep
 		Workers:            f.workers,
 		CPUs:               runtime.GOMAXPROCS(0),
 		DuplicateWindowS:   f.duplicates.Seconds(),
+		Partitions:         f.partitions,
 	}
 	if rep.Workers == 0 {
 		rep.Workers = consumer.DefaultWorkers()
 	}
-	env := benchEnv{dir: dir, workers: f.workers, duplicates: f.duplicates, progress: progress, memProfile: f.memProfile}
+	env := benchEnv{dir: dir, workers: f.workers, duplicates: f.duplicates, progress: progress, memProfile: f.memProfile, partitions: f.partitions}
 	if f.serverProc {
 		if env.serverCmd, err = benchServerCommand(); err != nil {
 			return rep, fmt.Errorf("--server-process: %w", err)
@@ -303,10 +377,18 @@ func bench(ctx context.Context, f benchFlags, progress *benchProgress) (benchRep
 		}
 		defer profile.Close()
 	}
+	var drainProfile *os.File
+	if f.drainCPU != "" {
+		if drainProfile, err = os.Create(f.drainCPU); err != nil {
+			return rep, fmt.Errorf("--drain-cpuprofile: %w", err)
+		}
+		defer drainProfile.Close()
+	}
 
 	var mem benchMemory
 	var full benchRun // the first round's pipeline
 	var pipelines []benchRun
+	var backlogs []benchBacklog
 	// consuming runs one consuming phase at full speed.
 	consuming := func(phase string, cpu io.Writer) (res benchRun, err error) {
 		err = mem.phase(phase, func() (err error) {
@@ -351,6 +433,24 @@ func bench(ctx context.Context, f benchFlags, progress *benchProgress) (benchRep
 			full = pipe
 		}
 		pipelines = append(pipelines, pipe)
+		var drainCPU io.Writer
+		if round == 0 && drainProfile != nil {
+			drainCPU = drainProfile
+		}
+		bl, err := env.backlog(ctx, mix, &mem, drainCPU)
+		if err != nil {
+			return rep, err
+		}
+		r.Drain, r.DrainCeiling, r.Replay, r.ReplayCeiling = bl.drain, bl.drainCeiling, bl.replay, bl.replayCeiling
+		if round == 0 {
+			rep.BacklogEvents, rep.DrainedEvents = bl.stored, bl.drained
+			rep.DrainHandled = bl.counts.settled.Load()
+			rep.DrainCeilingReceived, rep.ReplayCeilingReceived = bl.ceilingReceived, bl.orderedReceived
+			rep.ReplayInputs, rep.ReplayMatched = bl.replayInputs, bl.replayMatched
+		}
+		rep.ReplayDifferences += bl.replayDifference
+		rep.Deliveries += bl.counts.deliveries.Load()
+		backlogs = append(backlogs, bl)
 		rep.Rounds = append(rep.Rounds, r)
 	}
 	median := func(get func(benchRound) float64) float64 {
@@ -367,6 +467,23 @@ func bench(ctx context.Context, f benchFlags, progress *benchProgress) (benchRep
 	rep.PassthroughRatio = median(func(r benchRound) float64 { return r.Pipeline / r.Passthrough })
 	rep.RawPublishRatio = median(func(r benchRound) float64 { return r.Pipeline / r.RawPublish })
 	rep.ConsumeRatio = median(func(r benchRound) float64 { return r.Consume / r.RawPublish })
+	rep.DrainEventsPerSec = median(func(r benchRound) float64 { return r.Drain })
+	rep.DrainCeilingEventsPerSec = median(func(r benchRound) float64 { return r.DrainCeiling })
+	rep.DrainCeilingRatio = median(func(r benchRound) float64 { return r.Drain / r.DrainCeiling })
+	rep.ReplayEventsPerSec = median(func(r benchRound) float64 { return r.Replay })
+	rep.ReplayCeilingEventsPerSec = median(func(r benchRound) float64 { return r.ReplayCeiling })
+	rep.ReplayCeilingRatio = median(func(r benchRound) float64 { return r.Replay / r.ReplayCeiling })
+	var stored int
+	for _, bl := range backlogs {
+		stored += bl.drained
+	}
+	rep.ReadAmplification = float64(rep.Deliveries) / float64(stored)
+	stored = 0
+	for _, pipe := range pipelines {
+		rep.PipelineDeliveries += pipe.counts.deliveries.Load()
+		stored += pipe.stored
+	}
+	rep.PipelineReadAmplification = float64(rep.PipelineDeliveries) / float64(stored)
 	rep.MaxRateP50MS, rep.MaxRateP99MS = full.latency.quantileMS(0.50), full.latency.quantileMS(0.99)
 	rep.SchemaVerdicts, rep.CompositionVerdicts = full.counts.schemaVerdicts.Load(), full.counts.compositionVerdicts.Load()
 
@@ -391,6 +508,11 @@ func bench(ctx context.Context, f benchFlags, progress *benchProgress) (benchRep
 		rep.DeadLetters += r.counts.deadLetters.Load()
 		rep.Retries += r.counts.retries.Load()
 		rep.Redeliveries += r.counts.redeliveries.Load()
+	}
+	for _, bl := range backlogs {
+		rep.DeadLetters += bl.counts.deadLetters.Load()
+		rep.Retries += bl.counts.retries.Load()
+		rep.Redeliveries += bl.counts.redeliveries.Load()
 	}
 	rep.PeakRSSMB, rep.PhasePeakRSSMB, rep.ServerPeakRSSMB = mem.peak, mem.phases, env.serverPeaks
 	return rep, nil
@@ -446,11 +568,29 @@ type benchEnv struct {
 	// RSS in MB.
 	serverCmd   func(store string) *exec.Cmd
 	serverPeaks map[string]float64
+	partitions  int // of the pipeline's phases; 0 or 1: none
 }
 
 // config is the configuration of the toolsentry resources of a phase.
 func (env benchEnv) config() consumer.Config {
 	return consumer.Config{Duplicates: env.duplicates}
+}
+
+// serviceConfig is config with the partitions of the pipeline's phases.
+func (env benchEnv) serviceConfig() consumer.Config {
+	c := env.config()
+	c.Partitions = max(env.partitions, 1)
+	return c
+}
+
+// serviceOptions are the options of the pipeline, as serve runs it, with
+// counts observing it.
+func (env benchEnv) serviceOptions(counts *benchCounts) consumer.ServiceOptions {
+	return consumer.ServiceOptions{
+		Config:    env.serviceConfig(),
+		Engine:    consumer.Options{Workers: env.workers, Observer: counts, Kind: counts.kind},
+		Processor: consumer.ProcessorOptions{Verdicts: counts},
+	}
 }
 
 // benchServer is a phase's NATS server, in-process or in a child process.
@@ -698,6 +838,7 @@ type benchCounts struct {
 	redeliveries        atomic.Int64
 	schemaVerdicts      atomic.Int64
 	compositionVerdicts atomic.Int64
+	deliveries          atomic.Int64 // to every engine of the phase, other partitions' messages included
 
 	target int64
 	done   chan struct{}
@@ -719,6 +860,15 @@ func (c *benchCounts) OnOutcome(_ string, o consumer.Outcome, _ time.Duration) {
 	case consumer.OutcomeRetry, consumer.OutcomeDeadLetterFailed:
 		c.retries.Add(1)
 	}
+}
+
+// kind is the engine's Options.Kind: consumer.KindToken, counting the
+// deliveries. The engine asks a delivery's kind once, when it receives it,
+// whether it handles it or, being another partition's, acknowledges it at
+// once; the count is the read amplification's numerator.
+func (c *benchCounts) kind(m *consumer.Message) string {
+	c.deliveries.Add(1)
+	return consumer.KindToken(m)
 }
 
 // OnRedelivery implements consumer.Observer.
@@ -743,6 +893,7 @@ func (c *benchCounts) OnVerdict(guard, _ string, duplicate bool) {
 // benchRun is the result of one consuming phase.
 type benchRun struct {
 	eventsPerSec float64
+	stored       int // messages in the telemetry stream at the end: the mix and what the pipeline derived
 	counts       *benchCounts
 	latency      *benchHist // pipeline phases only
 	steady       *benchHist // the same, from the mix's FirstPassEnd on
@@ -811,11 +962,7 @@ func (env benchEnv) run(ctx context.Context, phase string, mix *consumer.BenchMi
 		}
 		eng = e
 	} else {
-		svc, err := consumer.StartService(ctx, nc, consumer.ServiceOptions{
-			Config:    env.config(),
-			Engine:    consumer.Options{Workers: env.workers, Observer: counts},
-			Processor: consumer.ProcessorOptions{Verdicts: counts},
-		})
+		svc, err := consumer.StartService(ctx, nc, env.serviceOptions(counts))
 		if err != nil {
 			return res, err
 		}
@@ -907,6 +1054,11 @@ wait:
 	if err := benchSettled(ctx, resources); err != nil {
 		return res, err
 	}
+	info, err := resources.Telemetry.Info(ctx)
+	if err != nil {
+		return res, fmt.Errorf("reading the telemetry stream: %w", err)
+	}
+	res.stored = int(info.State.Msgs)
 	if lat != nil {
 		if err := lat.wait(ctx, resources.Verdicts); err != nil {
 			return res, err
@@ -934,28 +1086,16 @@ func writeHeapProfile(path string) error {
 	return f.Close()
 }
 
-// benchSettled waits until the server has no message of the consumer left
-// to deliver or awaiting its ack: the engine's count is confirmed by the
-// server.
+// benchSettled waits until the server has no message of the consumer (of
+// every partition's) left to deliver or awaiting its ack: the engine's
+// count is confirmed by the server.
 func benchSettled(ctx context.Context, res *consumer.Resources) error {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		info, err := res.Consumer.Info(ctx)
-		if err != nil {
-			return fmt.Errorf("reading the consumer: %w", err)
-		}
-		if info.NumPending == 0 && info.NumAckPending == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("every event was handled, but the server still has %d to deliver and %d awaiting an ack", info.NumPending, info.NumAckPending)
-		}
-		select {
-		case <-time.After(20 * time.Millisecond):
-		case <-ctx.Done():
-			return ctx.Err()
+	for _, cons := range res.Partitions {
+		if err := benchAcked(ctx, cons); err != nil {
+			return fmt.Errorf("every event was handled, but %w", err)
 		}
 	}
+	return nil
 }
 
 // benchLatency matches the schema observations to the first thing each
@@ -1256,15 +1396,27 @@ func writeBenchReport(w io.Writer, r benchReport) {
 		fmt.Fprintf(w, "  throughput: the median of %d rounds, and of each round's ratios\n", len(r.Rounds))
 	}
 	fmt.Fprintf(w, "  %-30s %12s events/s\n", "raw JetStream async publish", benchThousands(r.RawPublishEventsPerSec))
-	fmt.Fprintf(w, "  %-30s %12s events/s   consume, ack: %.0f%% of raw publish, the ceiling of any handler\n", "consume only",
+	fmt.Fprintf(w, "  %-30s %12s events/s   consume, ack: %.0f%% of raw publish, the ceiling of any handler while publishing\n", "consume only",
 		benchThousands(r.ConsumeEventsPerSec), 100*r.ConsumeRatio)
 	fmt.Fprintf(w, "  %-30s %12s events/s   consume, republish, ack\n", "passthrough", benchThousands(r.PassthroughEventsPerSec))
 	fmt.Fprintf(w, "  %-30s %12s events/s   %.0f%% of passthrough, %.0f%% of raw publish\n", "pipeline", benchThousands(r.EventsPerSec),
 		100*r.PassthroughRatio, 100*r.RawPublishRatio)
+	fmt.Fprintf(w, "  %-30s %12s events/s   %.0f%% of its ceiling, a bare consumer with explicit acks: %s events/s\n",
+		"drain of "+benchThousands(float64(r.BacklogEvents))+" stored", benchThousands(r.DrainEventsPerSec), 100*r.DrainCeilingRatio, benchThousands(r.DrainCeilingEventsPerSec))
+	fmt.Fprintf(w, "  %-30s %12s events/s   %.0f%% of its ceiling, a bare ordered consumer: %s events/s; %d differences\n",
+		"replay of "+benchThousands(float64(r.DrainedEvents))+" stored", benchThousands(r.ReplayEventsPerSec), 100*r.ReplayCeilingRatio, benchThousands(r.ReplayCeilingEventsPerSec), r.ReplayDifferences)
+	parts := "1 partition"
+	if r.Partitions > 1 {
+		parts = fmt.Sprintf("%d partitions", r.Partitions)
+	}
+	fmt.Fprintf(w, "  %-30s %12.2f deliveries per stored message   drain, %s; full-speed pipeline %.2f\n", "read amplification",
+		r.ReadAmplification, parts, r.PipelineReadAmplification)
 	if len(r.Rounds) > 1 {
 		for i, rd := range r.Rounds {
-			fmt.Fprintf(w, "  %-30s raw publish %s, consume %s, passthrough %s, pipeline %s events/s (%s of passthrough)\n", fmt.Sprintf("  round %d", i+1),
-				benchThousands(rd.RawPublish), benchThousands(rd.Consume), benchThousands(rd.Passthrough), benchThousands(rd.Pipeline), pct(rd.Pipeline, rd.Passthrough))
+			fmt.Fprintf(w, "  %-30s raw publish %s, consume %s, passthrough %s, pipeline %s events/s (%s of passthrough); drain %s (%s of %s), replay %s (%s of %s)\n", fmt.Sprintf("  round %d", i+1),
+				benchThousands(rd.RawPublish), benchThousands(rd.Consume), benchThousands(rd.Passthrough), benchThousands(rd.Pipeline), pct(rd.Pipeline, rd.Passthrough),
+				benchThousands(rd.Drain), pct(rd.Drain, rd.DrainCeiling), benchThousands(rd.DrainCeiling),
+				benchThousands(rd.Replay), pct(rd.Replay, rd.ReplayCeiling), benchThousands(rd.ReplayCeiling))
 		}
 	}
 	fmt.Fprintf(w, "  %-30s p50 %.2f ms, p99 %.2f ms   publish → verdict stored, %s observations, %s events/s handled\n",
@@ -1278,16 +1430,17 @@ func writeBenchReport(w io.Writer, r benchReport) {
 		benchThousands(float64(r.SchemaVerdicts)), benchThousands(float64(r.CompositionVerdicts)), r.DeadLetters, r.Retries, r.Redeliveries)
 	switch {
 	case r.PeakRSSMB > 0 && r.PhasePeakRSSMB != nil:
-		fmt.Fprintf(w, "  %-30s %.0f MB   raw publish %.0f, consume %.0f, passthrough %.0f, pipeline %.0f, latency %.0f\n", "peak RSS", r.PeakRSSMB,
-			r.PhasePeakRSSMB["raw_publish"], r.PhasePeakRSSMB["consume"], r.PhasePeakRSSMB["passthrough"], r.PhasePeakRSSMB["pipeline"], r.PhasePeakRSSMB["latency"])
+		fmt.Fprintf(w, "  %-30s %.0f MB   raw publish %.0f, consume %.0f, passthrough %.0f, pipeline %.0f, drain %.0f (ceiling %.0f), replay %.0f (ceiling %.0f), latency %.0f\n", "peak RSS", r.PeakRSSMB,
+			r.PhasePeakRSSMB["raw_publish"], r.PhasePeakRSSMB["consume"], r.PhasePeakRSSMB["passthrough"], r.PhasePeakRSSMB["pipeline"],
+			r.PhasePeakRSSMB["drain"], r.PhasePeakRSSMB["drain_ceiling"], r.PhasePeakRSSMB["replay"], r.PhasePeakRSSMB["replay_ceiling"], r.PhasePeakRSSMB["latency"])
 	case r.PeakRSSMB > 0:
 		fmt.Fprintf(w, "  %-30s %.0f MB\n", "peak RSS", r.PeakRSSMB)
 	default:
 		fmt.Fprintf(w, "  %-30s unknown (no /proc/self/status)\n", "peak RSS")
 	}
 	if len(r.ServerPeakRSSMB) > 0 {
-		fmt.Fprintf(w, "  %-30s raw publish %.0f, consume %.0f, passthrough %.0f, pipeline %.0f, latency %.0f MB\n", "server process peak RSS",
-			r.ServerPeakRSSMB["raw_publish"], r.ServerPeakRSSMB["consume"], r.ServerPeakRSSMB["passthrough"], r.ServerPeakRSSMB["pipeline"], r.ServerPeakRSSMB["latency"])
+		fmt.Fprintf(w, "  %-30s raw publish %.0f, consume %.0f, passthrough %.0f, pipeline %.0f, backlog %.0f, latency %.0f MB\n", "server process peak RSS",
+			r.ServerPeakRSSMB["raw_publish"], r.ServerPeakRSSMB["consume"], r.ServerPeakRSSMB["passthrough"], r.ServerPeakRSSMB["pipeline"], r.ServerPeakRSSMB["backlog"], r.ServerPeakRSSMB["latency"])
 	}
 }
 

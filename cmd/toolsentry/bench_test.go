@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -93,6 +94,7 @@ func TestBenchSmallRun(t *testing.T) {
 	if rep.DeadLetters != 0 {
 		t.Errorf("dead letters = %d, want 0", rep.DeadLetters)
 	}
+	checkBenchBacklog(t, fields, rep, 1)
 	left, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -102,6 +104,91 @@ func TestBenchSmallRun(t *testing.T) {
 	}
 	if strings.Contains(errOut.String(), "\r") {
 		t.Errorf("progress drawn on a non-terminal: %q", errOut.String())
+	}
+}
+
+// checkBenchBacklog checks the backlog phases of a one-round report: every
+// rate and ratio to a ceiling a positive number, the drain ceiling given
+// exactly the backlog, the pipeline's drain, the replay and its ceiling
+// exactly what the stream holds after the drain (the backlog and the quality
+// checkpoints the pipeline derived from it), the replay without
+// differences, and the read amplification between 1 and one delivery per
+// partition consumer, redeliveries aside.
+func checkBenchBacklog(t *testing.T, fields map[string]any, rep benchReport, partitions int) {
+	t.Helper()
+	for _, name := range []string{"drain_events_per_sec", "drain_ceiling_events_per_sec", "drain_ceiling_ratio",
+		"replay_events_per_sec", "replay_ceiling_events_per_sec", "replay_ceiling_ratio", "read_amplification", "pipeline_read_amplification"} {
+		v, ok := fields[name].(float64)
+		if !ok || !(v > 0) || math.IsInf(v, 0) {
+			t.Errorf("%s = %v, want a number > 0", name, fields[name])
+		}
+	}
+	if got, want := rep.DrainCeilingRatio, rep.DrainEventsPerSec/rep.DrainCeilingEventsPerSec; math.Abs(got-want) > 1e-9 {
+		t.Errorf("drain ratio %v, want drain / ceiling = %v", got, want)
+	}
+	if got, want := rep.ReplayCeilingRatio, rep.ReplayEventsPerSec/rep.ReplayCeilingEventsPerSec; math.Abs(got-want) > 1e-9 {
+		t.Errorf("replay ratio %v, want replay / ceiling = %v", got, want)
+	}
+	if rep.BacklogEvents != rep.Events || rep.DrainCeilingReceived != int64(rep.Events) {
+		t.Errorf("backlog %d, drain ceiling received %d; want both %d", rep.BacklogEvents, rep.DrainCeilingReceived, rep.Events)
+	}
+	if rep.DrainedEvents < rep.BacklogEvents || rep.DrainedEvents > rep.BacklogEvents+rep.Events/10 {
+		t.Errorf("%d stored after the drain, want the %d of the backlog and a few quality checkpoints", rep.DrainedEvents, rep.BacklogEvents)
+	}
+	drained := int64(rep.DrainedEvents)
+	if rep.DrainHandled != drained || rep.ReplayCeilingReceived != drained || int64(rep.ReplayInputs) != drained {
+		t.Errorf("drain handled %d, replay ceiling read %d, replay applied %d; want each %d", rep.DrainHandled, rep.ReplayCeilingReceived, rep.ReplayInputs, drained)
+	}
+	if rep.ReplayDifferences != 0 || rep.ReplayMatched < 1 {
+		t.Errorf("replay: %d verdicts matched, %d differences; want some and none", rep.ReplayMatched, rep.ReplayDifferences)
+	}
+	if rep.Partitions != partitions {
+		t.Errorf("partitions = %d, want %d", rep.Partitions, partitions)
+	}
+	if rep.Deliveries < drained || rep.Deliveries > int64(partitions)*drained+rep.Redeliveries {
+		t.Errorf("%d deliveries of %d stored messages to %d partitions, %d redeliveries", rep.Deliveries, drained, partitions, rep.Redeliveries)
+	}
+	if got, want := rep.ReadAmplification, float64(rep.Deliveries)/float64(drained); got != want {
+		t.Errorf("read amplification %v, want deliveries / stored = %v", got, want)
+	}
+	if rep.PipelineReadAmplification < 1 || rep.PipelineReadAmplification > float64(partitions)+float64(rep.Redeliveries)/float64(rep.Events) {
+		t.Errorf("full-speed pipeline read amplification %v, want 1 to %d", rep.PipelineReadAmplification, partitions)
+	}
+	if rep.PhasePeakRSSMB != nil {
+		for _, phase := range []string{"drain", "drain_ceiling", "replay", "replay_ceiling"} {
+			if rep.PhasePeakRSSMB[phase] <= 0 {
+				t.Errorf("peak RSS of %s = %v, want > 0", phase, rep.PhasePeakRSSMB[phase])
+			}
+		}
+	}
+	if len(rep.Rounds) != 1 || rep.Rounds[0].Drain != rep.DrainEventsPerSec || rep.Rounds[0].ReplayCeiling != rep.ReplayCeilingEventsPerSec {
+		t.Errorf("rounds %+v: want the one round's drain and replay rates", rep.Rounds)
+	}
+}
+
+// TestBenchPartitioned runs the bench with --partitions 2 and checks the
+// backlog phases and that the read amplification is measured: every
+// message delivered to the partitions' engines counts, another
+// partition's included.
+func TestBenchPartitioned(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	err := run(ctx, []string{"bench", "--events", "400", "--workers", "4", "--partitions", "2", "--json", "--dir", t.TempDir()}, stdio{in: strings.NewReader(""), out: &out, err: &errOut})
+	if err != nil {
+		t.Fatalf("bench: %v\nstderr: %s", err, errOut.String())
+	}
+	var fields map[string]any
+	if err := json.Unmarshal(out.Bytes(), &fields); err != nil {
+		t.Fatalf("output is not one JSON object: %v\n%s", err, out.String())
+	}
+	var rep benchReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	checkBenchBacklog(t, fields, rep, 2)
+	if rep.DeadLetters != 0 || rep.LatencySamples == 0 {
+		t.Errorf("incomplete run: %d dead letters, %d latency samples", rep.DeadLetters, rep.LatencySamples)
 	}
 }
 
@@ -148,7 +235,10 @@ func TestBenchTextReport(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bench: %v\nstderr: %s", err, errOut.String())
 	}
-	for _, want := range []string{"300 events", "4 workers", "raw JetStream async publish", "consume only", "the ceiling of any handler", "passthrough", "pipeline", "% of passthrough", "latency at 1,000 events/s", "after the first pass", "p99", "peak RSS"} {
+	for _, want := range []string{"300 events", "4 workers", "raw JetStream async publish", "consume only", "the ceiling of any handler", "passthrough", "pipeline", "% of passthrough",
+		"drain of 300 stored", "of its ceiling, a bare consumer with explicit acks", "replay of ", "of its ceiling, a bare ordered consumer", "0 differences",
+		"read amplification", "deliveries per stored message", "1 partition;",
+		"latency at 1,000 events/s", "after the first pass", "p99", "peak RSS"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
@@ -192,7 +282,7 @@ func TestBenchServerProcess(t *testing.T) {
 		t.Errorf("incomplete run: %+v", rep)
 	}
 	if _, err := os.Stat("/proc/self/status"); err == nil {
-		for _, phase := range []string{"raw_publish", "consume", "passthrough", "pipeline", "latency"} {
+		for _, phase := range []string{"raw_publish", "consume", "passthrough", "pipeline", "backlog", "latency"} {
 			if rep.ServerPeakRSSMB[phase] <= 0 {
 				t.Errorf("server peak RSS of %s = %v, want > 0 (all: %v)", phase, rep.ServerPeakRSSMB[phase], rep.ServerPeakRSSMB)
 			}
@@ -223,6 +313,8 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"--workers", "-2"},
 		{"--duplicate-window", "0s"},
 		{"--duplicate-window", "soon"},
+		{"--partitions", "0"},
+		{"--partitions", strconv.Itoa(consumer.MaxPartitions + 1)},
 		{"--unknown"},
 		{"extra"},
 	} {
@@ -238,7 +330,7 @@ func TestBenchHelpNamesEveryFlag(t *testing.T) {
 	if err := run(context.Background(), []string{"bench", "--help"}, stdio{in: strings.NewReader(""), out: &out, err: &bytes.Buffer{}}); err != nil {
 		t.Fatal(err)
 	}
-	for _, flag := range []string{"--events", "--rate", "--workers", "--json", "--cpuprofile", "--memprofile", "--dir", "--duplicate-window", "--server-process", "events_per_sec", "passthrough_events_per_sec", "raw_publish_events_per_sec", "p50_ms", "p99_ms", "peak_rss_mb", "--events 1000000"} {
+	for _, flag := range []string{"--events", "--rate", "--workers", "--json", "--cpuprofile", "--memprofile", "--dir", "--duplicate-window", "--server-process", "--partitions", "--drain-cpuprofile", "drain_ceiling_ratio", "replay_ceiling_ratio", "read_amplification", "events_per_sec", "passthrough_events_per_sec", "raw_publish_events_per_sec", "p50_ms", "p99_ms", "peak_rss_mb", "--events 1000000"} {
 		if !strings.Contains(out.String(), flag) {
 			t.Errorf("help lacks %s", flag)
 		}
@@ -328,8 +420,11 @@ func TestBenchRounds(t *testing.T) {
 		t.Fatalf("%d rounds reported, want 3: %+v", len(rep.Rounds), rep.Rounds)
 	}
 	var pipe, ratio, cons, consRatio []float64
+	var drainRatio, replayRatio []float64
 	for _, r := range rep.Rounds {
-		if !(r.RawPublish > 0 && r.Consume > 0 && r.Passthrough > 0 && r.Pipeline > 0) {
+		drainRatio = append(drainRatio, r.Drain/r.DrainCeiling)
+		replayRatio = append(replayRatio, r.Replay/r.ReplayCeiling)
+		if !(r.RawPublish > 0 && r.Consume > 0 && r.Passthrough > 0 && r.Pipeline > 0 && r.Drain > 0 && r.DrainCeiling > 0 && r.Replay > 0 && r.ReplayCeiling > 0) {
 			t.Errorf("round %+v: want every rate > 0", r)
 		}
 		pipe = append(pipe, r.Pipeline)
@@ -337,8 +432,11 @@ func TestBenchRounds(t *testing.T) {
 		cons = append(cons, r.Consume)
 		consRatio = append(consRatio, r.Consume/r.RawPublish)
 	}
-	for _, v := range [][]float64{pipe, ratio, cons, consRatio} {
+	for _, v := range [][]float64{pipe, ratio, cons, consRatio, drainRatio, replayRatio} {
 		slices.Sort(v)
+	}
+	if rep.DrainCeilingRatio != drainRatio[1] || rep.ReplayCeilingRatio != replayRatio[1] {
+		t.Errorf("drain ratio %v, replay ratio %v; want the medians %v and %v", rep.DrainCeilingRatio, rep.ReplayCeilingRatio, drainRatio[1], replayRatio[1])
 	}
 	if rep.EventsPerSec != pipe[1] || rep.PassthroughRatio != ratio[1] {
 		t.Errorf("events/s %v, ratio %v; want the medians %v and %v", rep.EventsPerSec, rep.PassthroughRatio, pipe[1], ratio[1])
