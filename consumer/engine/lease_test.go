@@ -20,6 +20,20 @@ import (
 // bucket on it, everything shut down when the test ends.
 func leaseBucket(t *testing.T) jetstream.KeyValue {
 	t.Helper()
+	js := leaseServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "leases", History: 1})
+	if err != nil {
+		t.Fatalf("bucket: %v", err)
+	}
+	return kv
+}
+
+// leaseServer starts an embedded JetStream server for the lease and layout
+// tests and returns a JetStream context on it.
+func leaseServer(t *testing.T) jetstream.JetStream {
+	t.Helper()
 	opts := &server.Options{
 		Host:      "127.0.0.1",
 		Port:      -1,
@@ -46,13 +60,7 @@ func leaseBucket(t *testing.T) jetstream.KeyValue {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "leases", History: 1})
-	if err != nil {
-		t.Fatalf("bucket: %v", err)
-	}
-	return kv
+	return js
 }
 
 func acquire(t *testing.T, kv jetstream.KeyValue, key, owner string, ttl, within time.Duration) *engine.Lease {
