@@ -54,11 +54,16 @@ type httpAuthFlags struct {
 
 func addHTTPAuthFlags(fs *flag.FlagSet) *httpAuthFlags {
 	var a httpAuthFlags
-	fs.StringVar(&a.token, "http-token", env("TOOLSENTRY_HTTP_TOKEN", ""), "")
-	fs.StringVar(&a.tokenFile, "http-token-file", env("TOOLSENTRY_HTTP_TOKEN_FILE", ""), "")
-	fs.StringVar(&a.tlsCert, "http-tls-cert", env("TOOLSENTRY_HTTP_TLS_CERT", ""), "")
-	fs.StringVar(&a.tlsKey, "http-tls-key", env("TOOLSENTRY_HTTP_TLS_KEY", ""), "")
-	fs.StringVar(&a.clientCA, "http-client-ca", env("TOOLSENTRY_HTTP_CLIENT_CA", ""), "")
+	fs.StringVar(&a.token, "http-token", "", "")
+	bindEnv(fs, "http-token", "TOOLSENTRY_HTTP_TOKEN")
+	fs.StringVar(&a.tokenFile, "http-token-file", "", "")
+	bindEnv(fs, "http-token-file", "TOOLSENTRY_HTTP_TOKEN_FILE")
+	fs.StringVar(&a.tlsCert, "http-tls-cert", "", "")
+	bindEnv(fs, "http-tls-cert", "TOOLSENTRY_HTTP_TLS_CERT")
+	fs.StringVar(&a.tlsKey, "http-tls-key", "", "")
+	bindEnv(fs, "http-tls-key", "TOOLSENTRY_HTTP_TLS_KEY")
+	fs.StringVar(&a.clientCA, "http-client-ca", "", "")
+	bindEnv(fs, "http-client-ca", "TOOLSENTRY_HTTP_CLIENT_CA")
 	fs.BoolVar(&a.insecure, "http-insecure", false, "") // parseSettings reads TOOLSENTRY_HTTP_INSECURE
 	return &a
 }

@@ -7,9 +7,7 @@ import (
 	"io"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
-	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -65,15 +63,23 @@ func parseSettings(fs *flag.FlagSet, args []string) error {
 			return usageErrorf("%v", err)
 		}
 	}
+	// The environment first: a flag's bound variable, else the rule of
+	// serve's flags (envName); then the file, for what neither set.
+	if err := applyEnv(fs, func(f *flag.Flag) string {
+		if f.Name == configFlag {
+			return ""
+		}
+		if v := boundEnv(f); v != "" {
+			return v
+		}
+		return envName(f.Name)
+	}); err != nil {
+		return err
+	}
 	var errs []error
+	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true }) // the environment's too
 	fs.VisitAll(func(f *flag.Flag) {
 		if onCommandLine[f.Name] || f.Name == configFlag {
-			return
-		}
-		if v, ok := lookupEnv(envName(f.Name)); ok {
-			if err := fs.Set(f.Name, v); err != nil {
-				errs = append(errs, fmt.Errorf("%s=%q: %v", envName(f.Name), v, err))
-			}
 			return
 		}
 		if v, ok := values[f.Name]; ok {
@@ -173,10 +179,77 @@ func flagNames(fs *flag.FlagSet) []string {
 	return names
 }
 
-// The environment, by one rule for every command: a variable that is unset
-// or set to the empty string counts as unset, so `TOOLSENTRY_LOG_LEVEL=`
-// leaves --log-level at its default. Flags read their environment defaults
-// through these helpers, and parseSettings applies the same rule.
+// The environment, by one rule for every command: a flag that the command
+// line does not set takes the value of its environment variable, and a
+// variable that is unset or set to the empty string counts as unset, so
+// `TOOLSENTRY_LOG_LEVEL=` leaves --log-level at its default. A value that
+// does not parse is a usage error naming the variable, for every command.
+// Flags are registered with their plain defaults; bindEnv names a flag's
+// variable, and the parse (parseInterleaved, parseFlags, parseSettings)
+// applies it once, after the command line.
+
+// envValue is a flag value that the environment variable env sets when the
+// command line does not (bindEnv).
+type envValue struct {
+	flag.Value
+	env string
+}
+
+// IsBoolFlag keeps a boolean flag usable as a bare --name.
+func (v *envValue) IsBoolFlag() bool {
+	b, ok := v.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+// bindEnv makes the environment variable env set the flag name of fs when
+// the command line does not. The flag must be registered.
+func bindEnv(fs *flag.FlagSet, name, env string) {
+	f := fs.Lookup(name)
+	f.Value = &envValue{Value: f.Value, env: env}
+}
+
+// boundEnv is the variable bound to f with bindEnv, or "".
+func boundEnv(f *flag.Flag) string {
+	if v, ok := f.Value.(*envValue); ok {
+		return v.env
+	}
+	return ""
+}
+
+// applyEnv gives every flag of fs that the command line did not set the
+// value of its environment variable (varOf; "" for none) when that is set.
+// Errors are usage errors naming the variable.
+func applyEnv(fs *flag.FlagSet, varOf func(*flag.Flag) string) error {
+	onCommandLine := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := varOf(f)
+		if onCommandLine[f.Name] || name == "" {
+			return
+		}
+		if v, ok := lookupEnv(name); ok {
+			if err := fs.Set(f.Name, v); err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: %v", name, v, err))
+			}
+		}
+	})
+	if len(errs) > 0 {
+		return usageErrorf("%v", errors.Join(errs...))
+	}
+	return nil
+}
+
+// parseFlags parses args with fs, then applies the environment (applyEnv
+// of the bound variables). Errors are usage errors that point to the
+// command's --help.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	fs.SetOutput(io.Discard) // the error is returned and printed once by main
+	if err := fs.Parse(args); err != nil {
+		return usageErrorf("%s: %v (see toolsentry %s --help)", fs.Name(), err, fs.Name())
+	}
+	return applyEnv(fs, boundEnv)
+}
 
 // lookupEnv returns the value of the environment variable name and whether
 // it counts as set: present and not empty.
@@ -191,46 +264,4 @@ func env(name, def string) string {
 		return v
 	}
 	return def
-}
-
-// envInt is the integer value of name, or def when it is unset or empty.
-// A value that does not parse is left to the flag: parseSettings reports it
-// for serve; other commands keep def.
-func envInt(name string, def int) int {
-	if v, ok := lookupEnv(name); ok {
-		if n, err := strconv.Atoi(v); err == nil {
-			return n
-		}
-	}
-	return def
-}
-
-// envDuration is the duration value of name, or def (see envInt).
-func envDuration(name string, def time.Duration) time.Duration {
-	if v, ok := lookupEnv(name); ok {
-		if d, err := time.ParseDuration(v); err == nil {
-			return d
-		}
-	}
-	return def
-}
-
-// envBool is the boolean value of name, or def (see envInt).
-func envBool(name string, def bool) bool {
-	if v, ok := lookupEnv(name); ok {
-		if b, err := strconv.ParseBool(v); err == nil {
-			return b
-		}
-	}
-	return def
-}
-
-// envList is the comma-separated list in name; empty when it is unset or
-// empty.
-func envList(name string) listFlag {
-	var l listFlag
-	if v, ok := lookupEnv(name); ok {
-		_ = l.Set(v) // Set never fails
-	}
-	return l
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -233,31 +234,71 @@ func TestEmptyEnvironmentLeavesEveryServeDefault(t *testing.T) {
 	}
 }
 
-// TestEnvHelpersTreatEmptyAsUnset covers the helpers every other command's
-// flags take their environment defaults from.
-func TestEnvHelpersTreatEmptyAsUnset(t *testing.T) {
-	const name = "TOOLSENTRY_TEST_EMPTY_VARIABLE"
-	t.Setenv(name, "")
-	if v, ok := lookupEnv(name); ok {
-		t.Errorf("lookupEnv of an empty variable = %q, true; want unset", v)
+// TestBoundEnvOneRule: every command's flags take their environment
+// variables by one rule (bindEnv, applied by the parse): the command line
+// wins, an empty variable is unset, a set one applies, and a value that
+// does not parse is a usage error naming the variable, for every command,
+// not only serve.
+func TestBoundEnvOneRule(t *testing.T) {
+	newSet := func() (*flag.FlagSet, *int, *bool, *listFlag, *time.Duration) {
+		fs := flag.NewFlagSet("cmd", flag.ContinueOnError)
+		n := fs.Int("count", 7, "")
+		bindEnv(fs, "count", "TOOLSENTRY_TEST_COUNT")
+		b := fs.Bool("json", false, "")
+		bindEnv(fs, "json", "TOOLSENTRY_TEST_JSON")
+		var l listFlag
+		fs.Var(&l, "tool", "")
+		bindEnv(fs, "tool", "TOOLSENTRY_TEST_TOOL")
+		d := fs.Duration("timeout", time.Second, "")
+		bindEnv(fs, "timeout", "TOOLSENTRY_TEST_TIMEOUT")
+		return fs, n, b, &l, d
 	}
-	if got := env(name, "def"); got != "def" {
-		t.Errorf("env = %q, want def", got)
-	}
-	if got := envInt(name, 7); got != 7 {
-		t.Errorf("envInt = %d, want 7", got)
-	}
-	if got := envDuration(name, time.Second); got != time.Second {
-		t.Errorf("envDuration = %s, want 1s", got)
-	}
-	if got := envBool(name, true); !got {
-		t.Error("envBool = false, want the default true")
-	}
-	if got := envList(name); len(got) != 0 {
-		t.Errorf("envList = %q, want empty", got)
-	}
-	t.Setenv(name, "5")
-	if got := envInt(name, 7); got != 5 {
-		t.Errorf("envInt of 5 = %d", got)
+	for _, parse := range []struct {
+		name string
+		run  func(*flag.FlagSet, []string) error
+	}{
+		{"parseFlags", parseFlags},
+		{"parseInterleaved", func(fs *flag.FlagSet, args []string) error { _, err := parseInterleaved(fs, args); return err }},
+	} {
+		t.Run(parse.name, func(t *testing.T) {
+			t.Setenv("TOOLSENTRY_TEST_COUNT", "")
+			t.Setenv("TOOLSENTRY_TEST_JSON", "")
+			t.Setenv("TOOLSENTRY_TEST_TOOL", "")
+			t.Setenv("TOOLSENTRY_TEST_TIMEOUT", "")
+			fs, n, b, l, d := newSet()
+			if err := parse.run(fs, nil); err != nil || *n != 7 || *b || len(*l) != 0 || *d != time.Second {
+				t.Fatalf("empty variables: %v, count %d json %v tool %q timeout %s; want the defaults", err, *n, *b, *l, *d)
+			}
+
+			t.Setenv("TOOLSENTRY_TEST_COUNT", "9")
+			t.Setenv("TOOLSENTRY_TEST_JSON", "true")
+			t.Setenv("TOOLSENTRY_TEST_TOOL", "a, b")
+			fs, n, b, l, _ = newSet()
+			if err := parse.run(fs, nil); err != nil || *n != 9 || !*b || !slices.Equal(*l, []string{"a", "b"}) {
+				t.Fatalf("set variables: %v, count %d json %v tool %q", err, *n, *b, *l)
+			}
+
+			// The command line wins, and a list flag given there replaces
+			// the variable's list instead of extending it.
+			fs, n, b, l, _ = newSet()
+			if err := parse.run(fs, []string{"--count", "3", "--json=false", "--tool", "c"}); err != nil || *n != 3 || *b || !slices.Equal(*l, []string{"c"}) {
+				t.Fatalf("command line over variables: %v, count %d json %v tool %q", err, *n, *b, *l)
+			}
+			fs, _, b, _, _ = newSet()
+			if err := parse.run(fs, []string{"--json"}); err != nil || !*b {
+				t.Fatalf("a bare boolean flag: %v, json %v", err, *b)
+			}
+
+			t.Setenv("TOOLSENTRY_TEST_TIMEOUT", "soon")
+			fs, _, _, _, _ = newSet()
+			err := parse.run(fs, nil)
+			if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), `TOOLSENTRY_TEST_TIMEOUT="soon"`) {
+				t.Fatalf("a bad value: %v, want a usage error naming the variable", err)
+			}
+			fs, _, _, _, d = newSet()
+			if err := parse.run(fs, []string{"--timeout", "2s"}); err != nil || *d != 2*time.Second {
+				t.Fatalf("a bad variable under a flag given on the command line: %v, timeout %s", err, *d)
+			}
+		})
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
@@ -86,23 +85,30 @@ func (u *urlFlag) Set(v string) error {
 	return nil
 }
 
-// addConnFlags registers the connection flags on fs, with their defaults
-// from the environment (see connFlagsHelp).
+// addConnFlags registers the connection flags on fs, each bound to its
+// environment variable (see connFlagsHelp).
 func addConnFlags(fs *flag.FlagSet) *connFlags {
 	c := &connFlags{url: urlFlag{value: defaultNATSURL}}
-	if v := os.Getenv(envNATSURL); v != "" {
-		c.url = urlFlag{value: v, given: true}
-	}
 	fs.Var(&c.url, "nats-url", "")
-	fs.StringVar(&c.prefix, "prefix", env(envPrefix, events.DefaultPrefix), "")
-	fs.StringVar(&c.creds, "nats-creds", os.Getenv(envNATSCreds), "")
-	fs.StringVar(&c.nkey, "nats-nkey", os.Getenv(envNATSNkey), "")
-	fs.StringVar(&c.user, "nats-user", os.Getenv(envNATSUser), "")
-	fs.StringVar(&c.password, "nats-password", os.Getenv(envNATSPassword), "")
-	fs.StringVar(&c.tlsCA, "tls-ca", os.Getenv(envTLSCA), "")
-	fs.StringVar(&c.tlsCert, "tls-cert", os.Getenv(envTLSCert), "")
-	fs.StringVar(&c.tlsKey, "tls-key", os.Getenv(envTLSKey), "")
-	fs.StringVar(&c.inbox, "nats-inbox-prefix", os.Getenv(envInboxPrefix), "")
+	bindEnv(fs, "nats-url", envNATSURL)
+	fs.StringVar(&c.prefix, "prefix", events.DefaultPrefix, "")
+	bindEnv(fs, "prefix", envPrefix)
+	fs.StringVar(&c.creds, "nats-creds", "", "")
+	bindEnv(fs, "nats-creds", envNATSCreds)
+	fs.StringVar(&c.nkey, "nats-nkey", "", "")
+	bindEnv(fs, "nats-nkey", envNATSNkey)
+	fs.StringVar(&c.user, "nats-user", "", "")
+	bindEnv(fs, "nats-user", envNATSUser)
+	fs.StringVar(&c.password, "nats-password", "", "")
+	bindEnv(fs, "nats-password", envNATSPassword)
+	fs.StringVar(&c.tlsCA, "tls-ca", "", "")
+	bindEnv(fs, "tls-ca", envTLSCA)
+	fs.StringVar(&c.tlsCert, "tls-cert", "", "")
+	bindEnv(fs, "tls-cert", envTLSCert)
+	fs.StringVar(&c.tlsKey, "tls-key", "", "")
+	bindEnv(fs, "tls-key", envTLSKey)
+	fs.StringVar(&c.inbox, "nats-inbox-prefix", "", "")
+	bindEnv(fs, "nats-inbox-prefix", envInboxPrefix)
 	return c
 }
 

@@ -132,7 +132,8 @@ func (l *listFlag) Set(v string) error {
 }
 
 // parseInterleaved parses flags that may come before, between or after the
-// positional arguments; "--" ends the flags.
+// positional arguments ("--" ends the flags), then applies the environment
+// (applyEnv of the bound variables).
 func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	fs.SetOutput(io.Discard)
 	var positional []string
@@ -142,10 +143,10 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
-			return positional, nil
+			return positional, applyEnv(fs, boundEnv)
 		}
 		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
-			return append(positional, rest...), nil
+			return append(positional, rest...), applyEnv(fs, boundEnv)
 		}
 		positional = append(positional, rest[0])
 		args = rest[1:]

@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/toolsentry/toolsentry/publisher"
@@ -86,12 +85,14 @@ Examples:
 func runGuard(ctx context.Context, args []string, sio stdio) error {
 	fs := flag.NewFlagSet("guard", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	agent := fs.String("agent", os.Getenv("TOOLSENTRY_AGENT"), "")
+	agent := fs.String("agent", "", "")
+	bindEnv(fs, "agent", "TOOLSENTRY_AGENT")
 	tool := fs.String("tool", "", "")
 	server := fs.String("server", "", "")
 	fingerprint := fs.String("fingerprint", "", "")
 	asJSON := fs.Bool("json", false, "")
-	timeout := fs.Duration("timeout", envDuration("TOOLSENTRY_GUARD_TIMEOUT", 10*time.Second), "")
+	timeout := fs.Duration("timeout", 10*time.Second, "")
+	bindEnv(fs, "timeout", "TOOLSENTRY_GUARD_TIMEOUT")
 	conn := addConnFlags(fs)
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {

@@ -71,7 +71,8 @@ Example:
 
 func runKeygen(_ context.Context, args []string, sio stdio) error {
 	fset := flag.NewFlagSet("keygen", flag.ContinueOnError)
-	out := fset.String("out", env(envSigningKey, ""), "")
+	out := fset.String("out", "", "")
+	bindEnv(fset, "out", envSigningKey)
 	force := fset.Bool("force", false, "")
 	rest, err := parseInterleaved(fset, args)
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -120,17 +119,23 @@ const mcpProxyShutdown = 5 * time.Second
 
 func runMCPProxy(ctx context.Context, args []string, sio stdio) error {
 	fs := flag.NewFlagSet("mcp-proxy", flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // the error is returned and printed once by main
-	agent := fs.String("agent", os.Getenv("TOOLSENTRY_MCP_AGENT"), "")
-	server := fs.String("server", os.Getenv("TOOLSENTRY_MCP_SERVER"), "")
-	source := fs.String("source", env("TOOLSENTRY_MCP_SOURCE", mcpproxy.DefaultSource), "")
-	relistAfter := fs.Duration("relist-after", envDuration("TOOLSENTRY_MCP_RELIST_AFTER", mcpproxy.DefaultRelistAfter), "")
-	logLevel := fs.String("log-level", env("TOOLSENTRY_LOG_LEVEL", "warn"), "")
-	applyMigrations := fs.Bool("apply-migrations", envBool("TOOLSENTRY_MCP_APPLY_MIGRATIONS", false), "")
-	haltOnDrift := fs.Bool("halt-on-drift", envBool("TOOLSENTRY_MCP_HALT_ON_DRIFT", false), "")
+	agent := fs.String("agent", "", "")
+	bindEnv(fs, "agent", "TOOLSENTRY_MCP_AGENT")
+	server := fs.String("server", "", "")
+	bindEnv(fs, "server", "TOOLSENTRY_MCP_SERVER")
+	source := fs.String("source", mcpproxy.DefaultSource, "")
+	bindEnv(fs, "source", "TOOLSENTRY_MCP_SOURCE")
+	relistAfter := fs.Duration("relist-after", mcpproxy.DefaultRelistAfter, "")
+	bindEnv(fs, "relist-after", "TOOLSENTRY_MCP_RELIST_AFTER")
+	logLevel := fs.String("log-level", "warn", "")
+	bindEnv(fs, "log-level", "TOOLSENTRY_LOG_LEVEL")
+	applyMigrations := fs.Bool("apply-migrations", false, "")
+	bindEnv(fs, "apply-migrations", "TOOLSENTRY_MCP_APPLY_MIGRATIONS")
+	haltOnDrift := fs.Bool("halt-on-drift", false, "")
+	bindEnv(fs, "halt-on-drift", "TOOLSENTRY_MCP_HALT_ON_DRIFT")
 	conn := addConnFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return usageErrorf("mcp-proxy: %v (see toolsentry mcp-proxy --help)", err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	argv := fs.Args()
 	if len(argv) == 0 {

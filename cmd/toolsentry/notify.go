@@ -321,7 +321,8 @@ func defaultNotifyFilters(names events.Names) []string {
 // addNotifyFlags defines the standalone command's notification flags.
 func addNotifyFlags(fs *flag.FlagSet) *notifyFlags {
 	f := &notifyFlags{}
-	fs.StringVar(&f.webhook, "webhook", env("TOOLSENTRY_NOTIFY_WEBHOOK", ""), "")
+	fs.StringVar(&f.webhook, "webhook", "", "")
+	bindEnv(fs, "webhook", "TOOLSENTRY_NOTIFY_WEBHOOK")
 	fs.StringVar(&f.format, "format", formatJSON, "")
 	fs.Var(&f.filters, "filter", "")
 	fs.StringVar(&f.durable, "durable", "", "")

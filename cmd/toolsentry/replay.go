@@ -123,36 +123,27 @@ Examples:
   toolsentry replay --workflow stricter-etl.json
 `
 
-// envListFlag is a listFlag whose environment default is replaced, not
-// extended, by the first use of the flag.
-type envListFlag struct {
-	list listFlag
-	set  bool
-}
-
-func (f *envListFlag) String() string { return f.list.String() }
-
-func (f *envListFlag) Set(v string) error {
-	if !f.set {
-		f.list, f.set = nil, true
-	}
-	return f.list.Set(v)
-}
-
 func runReplay(ctx context.Context, args []string, sio stdio) error {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
-	since := fs.String("since", env("TOOLSENTRY_REPLAY_SINCE", ""), "")
-	until := fs.String("until", env("TOOLSENTRY_REPLAY_UNTIL", ""), "")
-	fromSeq := fs.Uint64("from-seq", uint64(max(0, envInt("TOOLSENTRY_REPLAY_FROM_SEQ", 0))), "")
-	tools := &envListFlag{list: envList("TOOLSENTRY_REPLAY_TOOL")}
-	comps := &envListFlag{list: envList("TOOLSENTRY_REPLAY_COMPOSITION")}
-	workflows := &envListFlag{list: envList("TOOLSENTRY_REPLAY_WORKFLOW")}
-	fs.Var(tools, "tool", "")
-	fs.Var(comps, "composition", "")
-	fs.Var(workflows, "workflow", "")
-	allowTruncated := fs.Bool("allow-truncated", envBool("TOOLSENTRY_REPLAY_ALLOW_TRUNCATED", false), "")
-	maxDiffs := fs.Int("max-differences", envInt("TOOLSENTRY_REPLAY_MAX_DIFFERENCES", consumer.DefaultReplayMaxDifferences), "")
-	asJSON := fs.Bool("json", envBool("TOOLSENTRY_REPLAY_JSON", false), "")
+	since := fs.String("since", "", "")
+	bindEnv(fs, "since", "TOOLSENTRY_REPLAY_SINCE")
+	until := fs.String("until", "", "")
+	bindEnv(fs, "until", "TOOLSENTRY_REPLAY_UNTIL")
+	fromSeq := fs.Uint64("from-seq", 0, "")
+	bindEnv(fs, "from-seq", "TOOLSENTRY_REPLAY_FROM_SEQ")
+	var tools, comps, workflows listFlag
+	fs.Var(&tools, "tool", "")
+	bindEnv(fs, "tool", "TOOLSENTRY_REPLAY_TOOL")
+	fs.Var(&comps, "composition", "")
+	bindEnv(fs, "composition", "TOOLSENTRY_REPLAY_COMPOSITION")
+	fs.Var(&workflows, "workflow", "")
+	bindEnv(fs, "workflow", "TOOLSENTRY_REPLAY_WORKFLOW")
+	allowTruncated := fs.Bool("allow-truncated", false, "")
+	bindEnv(fs, "allow-truncated", "TOOLSENTRY_REPLAY_ALLOW_TRUNCATED")
+	maxDiffs := fs.Int("max-differences", consumer.DefaultReplayMaxDifferences, "")
+	bindEnv(fs, "max-differences", "TOOLSENTRY_REPLAY_MAX_DIFFERENCES")
+	asJSON := fs.Bool("json", false, "")
+	bindEnv(fs, "json", "TOOLSENTRY_REPLAY_JSON")
 	conn := addConnFlags(fs)
 	rest, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -168,8 +159,8 @@ func runReplay(ctx context.Context, args []string, sio stdio) error {
 	opts := consumer.ReplayOptions{
 		Prefix:         names.Prefix(),
 		FromSeq:        *fromSeq,
-		Tools:          tools.list,
-		Compositions:   comps.list,
+		Tools:          []string(tools),
+		Compositions:   []string(comps),
 		AllowTruncated: *allowTruncated,
 		MaxDifferences: *maxDiffs,
 	}
@@ -195,9 +186,9 @@ func runReplay(ctx context.Context, args []string, sio stdio) error {
 	if !opts.Since.IsZero() && !opts.Until.IsZero() && opts.Until.Before(opts.Since) {
 		return usageErrorf("--until %s is before --since %s", *until, *since)
 	}
-	if len(workflows.list) > 0 {
+	if len(workflows) > 0 {
 		opts.WhatIf.Workflows = map[string][]byte{}
-		for _, path := range workflows.list {
+		for _, path := range workflows {
 			id, raw, err := readWhatIfWorkflow(path)
 			if err != nil {
 				return err

@@ -31,10 +31,14 @@ const scaleUsage = `  --partitions N          partitions the workers share; ever
 
 func addScaleFlags(fs *flag.FlagSet) *scaleFlags {
 	var s scaleFlags
-	fs.IntVar(&s.partitions, "partitions", envInt("TOOLSENTRY_PARTITIONS", consumer.DefaultPartitions), "")
-	fs.StringVar(&s.member, "member", env("TOOLSENTRY_MEMBER", ""), "")
-	fs.DurationVar(&s.memberTTL, "member-ttl", envDuration("TOOLSENTRY_MEMBER_TTL", consumer.DefaultMemberTTL), "")
-	fs.DurationVar(&s.pinnedTTL, "pinned-ttl", envDuration("TOOLSENTRY_PINNED_TTL", consumer.DefaultPinnedTTL), "")
+	fs.IntVar(&s.partitions, "partitions", consumer.DefaultPartitions, "")
+	bindEnv(fs, "partitions", "TOOLSENTRY_PARTITIONS")
+	fs.StringVar(&s.member, "member", "", "")
+	bindEnv(fs, "member", "TOOLSENTRY_MEMBER")
+	fs.DurationVar(&s.memberTTL, "member-ttl", consumer.DefaultMemberTTL, "")
+	bindEnv(fs, "member-ttl", "TOOLSENTRY_MEMBER_TTL")
+	fs.DurationVar(&s.pinnedTTL, "pinned-ttl", consumer.DefaultPinnedTTL, "")
+	bindEnv(fs, "pinned-ttl", "TOOLSENTRY_PINNED_TTL")
 	return &s
 }
 
