@@ -1,0 +1,76 @@
+// Package engine is toolsentry's runtime: it reads a lane of a stream from
+// a checkpoint and applies it in batches, in order per key, in parallel
+// across keys. It imports nothing of toolsentry's; the domain worker gives
+// it a BatchHandler.
+//
+// # The picture
+//
+//	TOOLSENTRY_TELEMETRY (stored subject <prefix>.telemetry.<kind>.<p>.<key>)
+//	   │  lane = FilterSubjects (tool partition i, or the composition lane)
+//	   ▼
+//	ordered consumer from the lane's checkpoint (no acks, no redeliveries)
+//	   │  batches of up to BatchSize (or what arrives within Linger)
+//	   ▼
+//	dispatcher: per-key queues in stream order ──► Workers (conc pool)
+//	   ▲          one call per key at a time:        HandleBatch(key, msgs)
+//	   │          a key's consecutive messages        → []error per message
+//	   │          in one call                         nil / permanent → DLQ /
+//	   │                                              transient → key retries
+//	   ▼
+//	checkpoint = lowest stream sequence not yet applied
+//	   │  Commit after progress, and every CommitInterval (renews the lease)
+//	   ▼
+//	Checkpointer (the lane's Lease in KV <prefix>-leases): on Lost the lane
+//	stops at once, with no more handler calls and no commit.
+//
+// # Lanes, batches, checkpoint, lease
+//
+// A lane is what one worker owns: a stream and its filter subjects. One
+// Engine reads one lane with a jetstream ordered consumer started at the
+// lane's checkpoint. The server keeps no acknowledgement state: progress is
+// the checkpoint, the lowest stream sequence not yet fully applied, committed
+// to KV through a Checkpointer (Kafka consumer groups commit offsets the
+// same way). The Lease that part of the lane layout owns (lease.go) is the
+// Checkpointer; its compare-and-set fences a holder that lost the lane.
+//
+// Messages are read in batches and queued per ordering key (Options.Key).
+// A key with queued messages and no call in flight is handed all its queued
+// messages (up to KeyBatch) in one HandleBatch call, so a backlogged key's
+// consecutive inputs are applied together and the domain writes its state
+// once per call. Keys run in parallel on at most Workers calls.
+//
+// # Failures
+//
+//   - Permanent error (ErrPermanent, *PermanentError): the message is
+//     published to the dead-letter subject with the reason and the original
+//     subject, stream and sequence in headers (the events package's header
+//     names; Nats-Msg-Id dlq-<stream>-<seq>, so writing it again after a
+//     restart stores it once). It then counts as applied.
+//   - Panic: contained; the call's messages are handed again one at a time
+//     and the one that panics alone is dead-lettered (handler_panic).
+//   - Transient error: the key waits BackoffInitial, doubling up to
+//     BackoffMax, then its message is handed again (Message.Attempt counts);
+//     after MaxAttempts it is dead-lettered (max_deliver). Only that key
+//     waits; it holds the checkpoint, so a restart reads it again.
+//   - A dead-letter publish that fails is retried with backoff, never
+//     dropped: the message stays unapplied until its dead letter is stored.
+//
+// Memory is bounded: when more than MaxHeld messages are read and not yet
+// applied (queued behind a slow or retrying key) the engine stops reading
+// until they drain. Stats shows held messages, keys waiting, the checkpoint,
+// the last committed one and the last stream sequence read: the lag.
+//
+// # Effectively once
+//
+// A restart, or a new lease holder, reads again everything after the last
+// committed checkpoint, including messages that were applied but not yet
+// committed. Handlers must be idempotent: the domain stores, with each key's
+// state, the last StreamSeq it applied, and skips messages at or below it;
+// verdict ids are deterministic so a verdict published twice is stored once.
+//
+// # Close
+//
+// Close stops reading, lets in-flight calls finish within ShutdownTimeout
+// (then cancels their context), and commits the checkpoint. On Lost the
+// engine cancels its calls and returns ErrLost without committing.
+package engine
