@@ -68,6 +68,29 @@
 // state, the last StreamSeq it applied, and skips messages at or below it;
 // verdict ids are deterministic so a verdict published twice is stored once.
 //
+// # Why an ordered consumer, measured
+//
+// One pre-filled backlog of 100k messages of 512 B (1000 keys), drained
+// four ways in the same run on the 2-core dev box, embedded nats-server
+// with file storage (go test -run '^$' -bench Backlog -benchtime 3x
+// ./consumer/engine/, 2026-12-03):
+//
+//	bare ordered consumer (replay ceiling)           264k msgs/s   1.00
+//	bare durable, explicit ack per message           91k msgs/s   0.34
+//	this engine, trivial handler, ordered+checkpoint  184k msgs/s   0.69 (2.0× explicit)
+//	bare durable, AckAll on each 512-message prefix  207k msgs/s   0.78
+//
+// The AckAll figure is the alternative shape without any engine around
+// it (inline trivial handling), so it is its ceiling; the engine on the
+// ordered consumer already exceeds twice the explicit-ack drain. We chose
+// the ordered consumer: no acknowledgement traffic and no durable consumer
+// state on the server, and the checkpoint lives in the same KV entry as
+// the lane's lease, so ownership and progress are fenced by one
+// compare-and-set (with AckAll the ack floor and the lease would be two
+// records that a paused holder could make disagree). The engine's own cost
+// (the 0.69 against 1.00) is the per-message metadata parse, the key
+// grouping and one handler call per key per batch.
+//
 // # Close
 //
 // Close stops reading, lets in-flight calls finish within ShutdownTimeout
