@@ -30,8 +30,10 @@
 // lane's checkpoint. The server keeps no acknowledgement state: progress is
 // the checkpoint, the lowest stream sequence not yet fully applied, committed
 // to KV through a Checkpointer (Kafka consumer groups commit offsets the
-// same way). The Lease that part of the lane layout owns (lease.go) is the
-// Checkpointer; its compare-and-set fences a holder that lost the lane.
+// same way). The lane's Lease (lease.go) is the Checkpointer: one KV entry
+// holds the owner and the checkpoint, and its compare-and-set fences a
+// holder that lost the lane. The engine commits after progress and every
+// CommitInterval, which renews the lease; set it to a third of the TTL.
 //
 // Messages are read in batches and queued per ordering key (Options.Key).
 // A key with queued messages and no call in flight is handed all its queued
@@ -96,4 +98,33 @@
 // Close stops reading, lets in-flight calls finish within ShutdownTimeout
 // (then cancels their context), and commits the checkpoint. On Lost the
 // engine cancels its calls and returns ErrLost without committing.
+//
+// # The switch (next step, not done yet)
+//
+// The worker in consumer/ still runs on the old per-message-ack engine.
+// The switch, in this order, each step green:
+//
+//  1. consumer/batch.go: the processor as a BatchHandler. Per call: load
+//     the key's state once, skip inputs with StreamSeq at or below the
+//     last applied one stored in that state, apply the rest in order in
+//     memory, publish their verdicts asynchronously (deterministic ids),
+//     await the PubAcks once, write the state once with the new last
+//     applied sequence; results map today's errors (decode → permanent
+//     with its events reason, store unavailable → transient).
+//  2. consumer/service.go: for each lane of layout.go (tool partitions
+//     tools.<i> and the composition lane) acquire its Lease and run one
+//     Engine with layout.go's filters; release at shutdown. Options.Skip,
+//     PriorityGroup, OnPinned and the partition consumers go.
+//  3. Move the runtime files that import nothing of ours into this
+//     package: provision.go and provision_retry.go (Config, Provision),
+//     embedded.go (StartServer), state.go and viewsync.go (View, CatchUp),
+//     the view and config errors of errors.go; lag.go is rewritten on
+//     Stats and the stream's last sequence per lane.
+//  4. Delete consumer/engine.go (ack lifecycle, recovery holds,
+//     delivery-gap detection), pinned.go, message.go's Handler, group.go's
+//     pinned membership and partition.go's durable partition consumers,
+//     with their tests (engine_test.go, engine_internal_test.go,
+//     recovery_test.go; scaleout_test.go rewritten on leases).
+//  5. serve --help, README's scale-out section and DESIGN.md's
+//     "Processing semantics" and "Running" describe lanes and leases.
 package engine
