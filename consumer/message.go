@@ -111,13 +111,34 @@ func LastToken(m *Message) string {
 	return m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
 }
 
-// KindToken returns the next-to-last token of the message's subject (the
-// <kind> of toolsentry.telemetry.<kind>.<key>), or "" for a subject with a
-// single token: the default metrics label.
-func KindToken(m *Message) string {
-	last := strings.LastIndexByte(m.Subject, '.')
+// KindToken returns the <kind> token of the message's subject: the
+// next-to-last token of toolsentry.telemetry.<kind>.<key>, the one before
+// the partition token of the stored toolsentry.telemetry.<kind>.<p>.<key>
+// (a next-to-last token of digits only is a partition, never a kind), or ""
+// for a subject with a single token: the default metrics label.
+func KindToken(m *Message) string { return kindToken(m.Subject) }
+
+func kindToken(subject string) string {
+	last := strings.LastIndexByte(subject, '.')
 	if last < 0 {
 		return ""
 	}
-	return m.Subject[strings.LastIndexByte(m.Subject[:last], '.')+1 : last]
+	start := strings.LastIndexByte(subject[:last], '.') + 1
+	if start > 0 && allDigits(subject[start:last]) {
+		last = start - 1
+		start = strings.LastIndexByte(subject[:last], '.') + 1
+	}
+	return subject[start:last]
+}
+
+func allDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }

@@ -532,3 +532,29 @@ func TestDecodeErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestDecodeStoredSubject decodes every case again under its stored
+// subject (the partition token the telemetry stream's transform inserts):
+// the same event.
+func TestDecodeStoredSubject(t *testing.T) {
+	n := Names{}
+	for _, tc := range decodeCases(t) {
+		addr, err := n.ParseSubject(tc.subject)
+		if err != nil || addr.Class != ClassTelemetry {
+			continue
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			stored, err := n.StoredTelemetry(addr.Kind, 3, addr.Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := Decode(stored, tc.header, tc.body)
+			if err != nil {
+				t.Fatalf("Decode(%q): %v", stored, err)
+			}
+			if diff := diffEvent(tc.want, got); diff != "" {
+				t.Errorf("Decode(%q) (-want +got):\n%s", stored, diff)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package events
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/toolsentry/toolsentry/schemas"
@@ -287,11 +288,18 @@ func (n Names) DeadLetter(reason Reason) (string, error) {
 
 // Address is a parsed subject.
 type Address struct {
-	Class   Class
-	Kind    Kind   // telemetry and verdicts
-	Verdict string // verdicts: the verdict as the guards spell it, e.g. DRIFT_ON_USED_FIELDS
-	Key     string // telemetry and verdicts: the decoded key
-	Reason  Reason // dead letters
+	Class Class
+	Kind  Kind // telemetry and verdicts
+	// Stored is true for telemetry in the stored form
+	// <prefix>.telemetry.<kind>.<partition>.<key> (the telemetry stream's
+	// subject transform inserts the partition token); false for the
+	// published form <prefix>.telemetry.<kind>.<key>.
+	Stored bool
+	// Partition is the stored form's partition token (0 when not Stored).
+	Partition int
+	Verdict   string // verdicts: the verdict as the guards spell it, e.g. DRIFT_ON_USED_FIELDS
+	Key       string // telemetry and verdicts: the decoded key
+	Reason    Reason // dead letters
 }
 
 // ParseSubject parses a subject built by Telemetry, Verdict or DeadLetter.
@@ -302,22 +310,32 @@ func (n Names) ParseSubject(subject string) (Address, error) {
 	if !ok {
 		return Address{}, fmt.Errorf("%w: %q does not start with %q", ErrBadSubject, subject, prefix+".")
 	}
-	var buf [4]string // as many tokens as a valid subject has: no allocation
+	var buf [5]string // as many tokens as a valid subject has: no allocation
 	tokens := appendTokens(buf[:0], rest)
 	switch tokens[0] {
 	case "telemetry":
-		if len(tokens) != 3 {
-			return Address{}, fmt.Errorf("%w: %q: want %s.telemetry.<kind>.<key>", ErrBadSubject, subject, prefix)
+		if len(tokens) != 3 && len(tokens) != 4 {
+			return Address{}, fmt.Errorf("%w: %q: want %s.telemetry.<kind>.<key> (or as stored, %s.telemetry.<kind>.<partition>.<key>)", ErrBadSubject, subject, prefix, prefix)
 		}
 		kind := kindOfToken(ClassTelemetry, tokens[1])
 		if kind == KindUnknown {
 			return Address{}, fmt.Errorf("%w: %q: unknown telemetry kind %q", ErrBadSubject, subject, tokens[1])
 		}
-		key, err := KeyFromToken(tokens[2])
+		addr := Address{Class: ClassTelemetry, Kind: kind}
+		if len(tokens) == 4 {
+			p, ok := partitionToken(tokens[2])
+			if !ok {
+				return Address{}, fmt.Errorf("%w: %q: want %s.telemetry.<kind>.<key>, or as stored %s.telemetry.<kind>.<partition>.<key> with a partition below %d, not %q",
+					ErrBadSubject, subject, prefix, prefix, MaxStoredPartition+1, tokens[2])
+			}
+			addr.Stored, addr.Partition = true, p
+		}
+		key, err := KeyFromToken(tokens[len(tokens)-1])
 		if err != nil {
 			return Address{}, fmt.Errorf("%w: %q: %v", ErrBadSubject, subject, err)
 		}
-		return Address{Class: ClassTelemetry, Kind: kind, Key: key}, nil
+		addr.Key = key
+		return addr, nil
 	case "verdicts":
 		if len(tokens) != 4 {
 			return Address{}, fmt.Errorf("%w: %q: want %s.verdicts.<guard>.<verdict>.<key>", ErrBadSubject, subject, prefix)
@@ -341,6 +359,59 @@ func (n Names) ParseSubject(subject string) (Address, error) {
 		return Address{Class: ClassDeadLetter, Reason: Reason(tokens[1])}, nil
 	}
 	return Address{}, fmt.Errorf("%w: %q: unknown class %q", ErrBadSubject, subject, tokens[0])
+}
+
+// MaxStoredPartition is the largest partition token a stored telemetry
+// subject may carry.
+const MaxStoredPartition = 9999
+
+// partitionToken parses a stored subject's partition token: a decimal
+// number without leading zeros, at most MaxStoredPartition.
+func partitionToken(tok string) (int, bool) {
+	if tok == "" || len(tok) > 4 || (len(tok) > 1 && tok[0] == '0') {
+		return 0, false
+	}
+	p := 0
+	for i := 0; i < len(tok); i++ {
+		c := tok[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		p = p*10 + int(c-'0')
+	}
+	return p, true
+}
+
+// StoredTelemetry returns the subject an input of kind about key is stored
+// under in partition p, e.g. StoredTelemetry(KindInvocation, 2,
+// "crm.lookup") = "toolsentry.telemetry.invocation.2.crm=2Elookup". The
+// telemetry stream's subject transform builds it from the published
+// subject (Telemetry); this is for tests and tools that read the stream.
+func (n Names) StoredTelemetry(kind Kind, p int, key string) (string, error) {
+	if p < 0 || p > MaxStoredPartition {
+		return "", fmt.Errorf("%w: partition %d out of range 0..%d", ErrBadSubject, p, MaxStoredPartition)
+	}
+	subject, err := n.Telemetry(kind, key)
+	if err != nil {
+		return "", err
+	}
+	head, tok, _ := strings.Cut(subject, ".telemetry."+kind.Token()+".")
+	return head + ".telemetry." + kind.Token() + "." + strconv.Itoa(p) + "." + tok, nil
+}
+
+// Published returns the subject a telemetry subject was published on: the
+// stored form without its partition token, any other subject as it is
+// (after checking it parses). A dead letter's or a replayed input's
+// original subject is republished on it.
+func (n Names) Published(subject string) (string, error) {
+	a, err := n.ParseSubject(subject)
+	if err != nil {
+		return "", err
+	}
+	if !a.Stored {
+		return subject, nil
+	}
+	return n.Telemetry(a.Kind, a.Key)
 }
 
 // appendTokens appends the '.'-separated tokens of s to dst, as

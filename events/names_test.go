@@ -54,6 +54,10 @@ func TestSubjects(t *testing.T) {
 			Address{Class: ClassTelemetry, Kind: KindContract, Key: "a b"}},
 		{func() (string, error) { return n.Telemetry(KindWorkflow, "etl") }, "toolsentry.telemetry.workflow.etl",
 			Address{Class: ClassTelemetry, Kind: KindWorkflow, Key: "etl"}},
+		{func() (string, error) { return n.StoredTelemetry(KindInvocation, 0, "crm.lookup") }, "toolsentry.telemetry.invocation.0.crm=2Elookup",
+			Address{Class: ClassTelemetry, Kind: KindInvocation, Stored: true, Partition: 0, Key: "crm.lookup"}},
+		{func() (string, error) { return n.StoredTelemetry(KindContract, 17, "a b") }, "toolsentry.telemetry.contract.17.a=20b",
+			Address{Class: ClassTelemetry, Kind: KindContract, Stored: true, Partition: 17, Key: "a b"}},
 		{func() (string, error) { return n.Verdict(KindSchemaVerdict, "DRIFT_ON_USED_FIELDS", "crm.lookup") }, "toolsentry.verdicts.schema.drift_on_used_fields.crm=2Elookup",
 			Address{Class: ClassVerdicts, Kind: KindSchemaVerdict, Verdict: "DRIFT_ON_USED_FIELDS", Key: "crm.lookup"}},
 		{func() (string, error) { return n.Verdict(KindCompositionVerdict, "COMPOSITION_DEGRADED", "etl") }, "toolsentry.verdicts.composition.composition_degraded.etl",
@@ -90,6 +94,9 @@ func TestSubjectBuildersRefuse(t *testing.T) {
 		"empty key":                  func() (string, error) { return n.Telemetry(KindInvocation, "") },
 		"unknown dead-letter reason": func() (string, error) { return n.DeadLetter("oops") },
 		"filter of telemetry kind":   func() (string, error) { return n.VerdictFilter(KindContract, "", "") },
+		"negative partition":         func() (string, error) { return n.StoredTelemetry(KindInvocation, -1, "a") },
+		"partition too large":        func() (string, error) { return n.StoredTelemetry(KindInvocation, MaxStoredPartition+1, "a") },
+		"stored verdict kind":        func() (string, error) { return n.StoredTelemetry(KindSchemaVerdict, 0, "a") },
 	} {
 		if s, err := build(); err == nil {
 			t.Errorf("%s: got %q", name, s)
@@ -122,10 +129,29 @@ func TestParseSubjectRefuses(t *testing.T) {
 		"toolsentry.verdicts.schema.x", "toolsentry.verdicts.tool.x.a", "toolsentry.verdicts.schema.X.a",
 		"toolsentry.verdicts.schema..a", "toolsentry.dlq", "toolsentry.dlq.oops", "toolsentry.dlq.schema_invalid.x",
 		"toolsentry.state.a", "toolsentry.telemetry.invocation.a=2e",
+		"toolsentry.telemetry.invocation.01.a", "toolsentry.telemetry.invocation.-1.a", "toolsentry.telemetry.invocation.10000.a",
+		"toolsentry.telemetry.invocation..a", "toolsentry.telemetry.invocation.1.a.b", "toolsentry.telemetry.invocation.1.",
+		"toolsentry.telemetry.bogus.1.a",
 	} {
 		if addr, err := ParseSubject(s); !errors.Is(err, ErrBadSubject) {
 			t.Errorf("ParseSubject(%q) = %+v, %v; want ErrBadSubject", s, addr, err)
 		}
+	}
+}
+
+func TestPublished(t *testing.T) {
+	n := Names{}
+	for in, want := range map[string]string{
+		"toolsentry.telemetry.invocation.3.crm=2Elookup": "toolsentry.telemetry.invocation.crm=2Elookup",
+		"toolsentry.telemetry.invocation.crm=2Elookup":   "toolsentry.telemetry.invocation.crm=2Elookup",
+		"toolsentry.dlq.schema_invalid":                  "toolsentry.dlq.schema_invalid",
+	} {
+		if got, err := n.Published(in); err != nil || got != want {
+			t.Errorf("Published(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if got, err := n.Published("toolsentry.telemetry.invocation.x.a"); !errors.Is(err, ErrBadSubject) {
+		t.Errorf("Published of a bad subject = %q, %v; want ErrBadSubject", got, err)
 	}
 }
 
