@@ -32,7 +32,8 @@ func TestBenchSmallRun(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var out, errOut bytes.Buffer
+	var out bytes.Buffer
+	var errOut lockedBuffer // the engines log from several goroutines
 	heap := filepath.Join(t.TempDir(), "heap.pprof")
 	err := run(ctx, []string{"bench", "--events", "2000", "--json", "--dir", dir, "--memprofile", heap}, stdio{in: strings.NewReader(""), out: &out, err: &errOut})
 	if err != nil {
@@ -173,7 +174,8 @@ func checkBenchBacklog(t *testing.T, fields map[string]any, rep benchReport, par
 func TestBenchPartitioned(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var out, errOut bytes.Buffer
+	var out bytes.Buffer
+	var errOut lockedBuffer // the engines log from several goroutines
 	err := run(ctx, []string{"bench", "--events", "400", "--workers", "4", "--partitions", "2", "--json", "--dir", t.TempDir()}, stdio{in: strings.NewReader(""), out: &out, err: &errOut})
 	if err != nil {
 		t.Fatalf("bench: %v\nstderr: %s", err, errOut.String())
@@ -230,7 +232,8 @@ func benchReplaySchemaVerdicts(t *testing.T, mix *consumer.BenchMix) int64 {
 func TestBenchTextReport(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var out, errOut bytes.Buffer
+	var out bytes.Buffer
+	var errOut lockedBuffer // the engines log from several goroutines
 	err := run(ctx, []string{"bench", "--events", "300", "--rate", "1000", "--workers", "4", "--dir", t.TempDir()}, stdio{in: strings.NewReader(""), out: &out, err: &errOut})
 	if err != nil {
 		t.Fatalf("bench: %v\nstderr: %s", err, errOut.String())
@@ -269,7 +272,8 @@ func TestBenchServerProcess(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	var out, errOut bytes.Buffer
+	var out bytes.Buffer
+	var errOut lockedBuffer // the engines log from several goroutines
 	err := run(ctx, []string{"bench", "--events", "1500", "--json", "--server-process", "--dir", dir}, stdio{in: strings.NewReader(""), out: &out, err: &errOut})
 	if err != nil {
 		t.Fatalf("bench: %v\nstderr: %s", err, errOut.String())
@@ -407,7 +411,8 @@ func BenchmarkPipeline(b *testing.B) {
 func TestBenchRounds(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var out, errOut bytes.Buffer
+	var out bytes.Buffer
+	var errOut lockedBuffer // the engines log from several goroutines
 	err := run(ctx, []string{"bench", "--events", "300", "--rounds", "3", "--workers", "4", "--json", "--dir", t.TempDir()}, stdio{in: strings.NewReader(""), out: &out, err: &errOut})
 	if err != nil {
 		t.Fatalf("bench: %v\nstderr: %s", err, errOut.String())
