@@ -7,9 +7,9 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go"
-	"github.com/rs/zerolog"
 
 	"github.com/toolsentry/toolsentry/consumer/core"
+	"github.com/toolsentry/toolsentry/consumer/engine"
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/publisher"
 )
@@ -41,7 +41,9 @@ type ProcessorOptions struct {
 // Processor is the Handler that turns telemetry into verdicts: decode the
 // CloudEvent, apply the core to the store's state, publish the verdicts and
 // wait for their acknowledgements, then write the state. The engine acks the
-// input only after Handle returns nil.
+// input only after Handle returns nil. The Processor is also the batch
+// engine's engine.BatchHandler (HandleBatch, batch.go): Handle is a batch
+// of one message, on the same code path.
 //
 //	decode ─ bad ──────────────────────────────▶ Permanent(reason): dead letter
 //	   │
@@ -69,33 +71,15 @@ func NewProcessor(store *Store, pub *publisher.Publisher, opts ProcessorOptions)
 	return &Processor{opts: opts, core: core.New(opts.Core), store: store, pub: pub}
 }
 
-// Handle implements Handler.
+// Handle implements Handler: it is HandleBatch of one message, its
+// permanent failure returned as this package's *PermanentError.
 func (p *Processor) Handle(ctx context.Context, m *Message) error {
-	ev, err := p.opts.Names.Decode(m.Subject, m.Header, m.Data)
-	if err != nil {
-		return permanent(err)
+	err := p.apply(ctx, []rawInput{{subject: m.Subject, header: m.Header, data: m.Data, seq: m.StreamSeq}})[0]
+	var pe *engine.PermanentError
+	if errors.As(err, &pe) {
+		return Permanent(pe.Reason, pe.Err)
 	}
-	for attempt := 1; ; attempt++ {
-		tx := p.store.BeginAt(m.StreamSeq)
-		eff, err := p.core.Apply(tx, core.Input{Event: ev, Subject: m.Subject, Seq: m.StreamSeq})
-		if terr := tx.Err(); terr != nil {
-			return terr // the state cannot be read: retried, then dead-lettered
-		}
-		if err != nil {
-			return permanent(err)
-		}
-		if err := p.publish(ctx, eff.Verdicts, eff.Telemetry); err != nil {
-			return err
-		}
-		err = tx.Commit(ctx, eff.Writes)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, ErrConflict) || attempt >= p.opts.ConflictAttempts {
-			return fmt.Errorf("writing state of %s: %w", m.Subject, err)
-		}
-		zerolog.Ctx(ctx).Debug().Uint64("seq", m.StreamSeq).Int("attempt", attempt).Msg("state changed under the input; applying it again")
-	}
+	return err
 }
 
 // publish stores the verdicts and the telemetry for other lanes, and waits
@@ -157,12 +141,4 @@ func verdictLabels(subject string) (guard, verdict string) {
 }
 
 // permanent marks bad input with its dead-letter reason.
-func permanent(err error) error {
-	if r, ok := events.ReasonFor(err); ok {
-		return Permanent(string(r), err)
-	}
-	if errors.Is(err, core.ErrUnsupported) {
-		return Permanent(string(events.ReasonUnknownType), err)
-	}
-	return Permanent(ReasonPermanent, err)
-}
+func permanent(err error) error { return Permanent(reasonFor(err), err) }
