@@ -161,6 +161,21 @@
 // log of every count (outcomes.go). A compare-and-set per invocation was
 // the largest cost of the pipeline.
 //
+// # Batches
+//
+// The Processor is also the batch engine's handler (consumer/engine,
+// Processor.HandleBatch; Handle is a batch of one). One call applies a
+// key's consecutive inputs over one transaction through a core.Batch, so
+// that each input reads the writes of the ones before it; it publishes
+// every verdict and checkpoint of the call and awaits the PubAcks once,
+// then writes the state: each run of inputs without verdicts as one commit
+// holding each record's last write, and each input with verdicts (or an
+// operator's action) as a commit of its own, whose order of writes is what
+// makes it safe to apply again after a crash between them. A bad input is
+// that message's permanent result; any failure to read, publish or write
+// is transient for the whole call, which the engine hands again from its
+// first message: every step is idempotent.
+//
 // # State views
 //
 // A View follows a KV bucket with a watch; Get reads memory, never the
