@@ -532,41 +532,68 @@ func TestHandleBatchAgainChangesNothing(t *testing.T) {
 	}
 }
 
-// conflictingSigner writes a record behind the processor's back while it
-// publishes its first verdict: the batch's state write then conflicts.
+// conflictingSigner, once armed, adds 100 calls to the tool's stored
+// outcome record behind the processor's back while it publishes its first
+// verdict: the batch's write of that record then conflicts.
 type conflictingSigner struct {
 	kv    jetstream.KeyValue
 	key   string
-	value []byte
+	armed atomic.Bool
 	calls atomic.Int32
 }
 
 func (s *conflictingSigner) Sign(m events.Message) (events.Message, error) {
+	if !s.armed.Load() {
+		return m, nil
+	}
 	if s.calls.Add(1) == 1 {
-		if _, err := s.kv.Put(context.Background(), s.key, s.value); err != nil {
+		ctx := context.Background()
+		e, err := s.kv.Get(ctx, s.key)
+		if err != nil {
+			return events.Message{}, err
+		}
+		var o core.OutcomeRecord
+		if err := json.Unmarshal(e.Value(), &o); err != nil {
+			return events.Message{}, err
+		}
+		o.Calls += 100
+		o.Successes += 100
+		data, _ := json.Marshal(o)
+		if _, err := s.kv.Update(ctx, s.key, data, e.Revision()); err != nil {
 			return events.Message{}, err
 		}
 	}
 	return m, nil
 }
 
-// TestHandleBatchConflictAppliesTheBatchAgain: another writer stores the
-// tool's outcome record (100 calls) while the batch publishes; the batch's
-// write of it conflicts, and the whole batch is applied again on the fresh
-// state: its two calls count on top of the 100, the baseline and usage are
-// stored, and the verdict published again is a duplicate.
+// TestHandleBatchConflictAppliesTheBatchAgain: a batch of two calls (one
+// commit: the usage records) and the tool's rename (a commit of its own:
+// two drift verdicts, the chain head, the baseline). Another writer adds
+// 100 calls to the tool's outcome record meanwhile, so the second commit
+// conflicts after the first was stored; the whole batch is applied again
+// on the fresh state: the calls count on top of the 100, the verdicts are
+// published again as duplicates, and the chain head is the last verdict's.
 func TestHandleBatchConflictAppliesTheBatchAgain(t *testing.T) {
 	signer := &conflictingSigner{}
 	r := newBatchRig(t, consumer.ProcessorOptions{Signer: signer})
 	signer.kv, signer.key = r.res.Outcomes, mustKey(t, crmTool)
-	signer.value, _ = json.Marshal(core.OutcomeRecord{ToolID: crmTool, Calls: 100, Successes: 100})
-	r.publishAll(observation(t, crmTool, crmV1), invocation(t, crmTool, "agent-a", idOnly), invocation(t, crmTool, "agent-a", idLimit))
-	msgs := r.backlog()
+	r.publishAll(observation(t, crmTool, crmV1))
+	if bad := r.handleBatches(r.backlog()); bad != 0 {
+		t.Fatal("the first observation is bad input")
+	}
+	r.publishAll(invocation(t, crmTool, "agent-a", idOnly), invocation(t, crmTool, "agent-b", idOnly), observation(t, crmTool, crmRenamed))
+	all := r.backlog()
+	msgs := all[len(all)-3:] // after the observation and its quality checkpoint
+	signer.armed.Store(true)
 	if res := r.proc.HandleBatch(r.ctx, msgs[0].Key, msgs); res != nil {
 		t.Fatalf("HandleBatch: %v", res)
 	}
-	if n := signer.calls.Load(); n != 2 {
-		t.Errorf("the verdict was signed %d times, want 2 (the batch applied again once)", n)
+	if n := signer.calls.Load(); n != 4 {
+		t.Errorf("%d verdicts signed, want 4 (two, and again once)", n)
+	}
+	verdicts := streamMessages(t, r.js, "TOOLSENTRY_VERDICTS")
+	if len(verdicts) != 3 {
+		t.Fatalf("%d verdicts stored, want NO_BASELINE and two drift verdicts", len(verdicts))
 	}
 	r.flush()
 	e, err := r.res.Outcomes.Get(r.ctx, signer.key)
@@ -577,21 +604,19 @@ func TestHandleBatchConflictAppliesTheBatchAgain(t *testing.T) {
 	if err := json.Unmarshal(e.Value(), &o); err != nil {
 		t.Fatal(err)
 	}
-	if o.Calls != 102 || o.Successes != 102 || o.LastSeq != msgs[2].StreamSeq || o.Chain == "" {
-		t.Errorf("outcomes %s, want 102 calls through %d and the verdict's chain head", e.Value(), msgs[2].StreamSeq)
-	}
-	u, err := r.res.Usage.Get(r.ctx, mustKey(t, crmTool, "agent-a"))
+	lastDigest, err := events.VerdictDigest(verdicts[2].Data())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Contains(u.Value(), []byte(`"limit"`)) {
-		t.Errorf("usage %s lacks the second call's field", u.Value())
+	if o.Calls != 102 || o.LastSeq != msgs[1].StreamSeq || o.ChainSeq != msgs[2].StreamSeq || o.Chain != lastDigest {
+		t.Errorf("outcomes %s, want 102 calls through %d, the chain head at %d (%s)", e.Value(), msgs[1].StreamSeq, msgs[2].StreamSeq, lastDigest)
 	}
-	if _, err := r.res.Baselines.Get(r.ctx, mustKey(t, crmTool)); err != nil {
-		t.Errorf("baseline: %v", err)
+	b, err := r.res.Baselines.Get(r.ctx, mustKey(t, crmTool))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, n := r.stored(r.res.Verdicts); n != 1 {
-		t.Errorf("%d verdicts stored, want 1", n)
+	if !bytes.Contains(b.Value(), []byte(`"held":true`)) {
+		t.Errorf("baseline %s: want the drift held", b.Value())
 	}
 }
 
