@@ -21,7 +21,7 @@
 // engine: a single worker. With N > 1, several `toolsentry serve` processes
 // on one NATS cluster share N partitions:
 //
-//	TELEMETRY (subjects as stored by producers, unchanged)
+//	TELEMETRY (stored as <prefix>.telemetry.<kind>.<p>.<key>, Config.Layout)
 //	  ├── consumer <durable>-0ofN  (pinned-client priority group) ──▶ worker w1: engine 0
 //	  ├── consumer <durable>-1ofN  (pinned-client priority group) ──▶ worker w2: engine 1
 //	  └── ...
@@ -33,9 +33,9 @@
 //     the ordering key of core.OrderingKey: contracts and workflows (the
 //     composition lane) all land in one partition, every kind of one tool
 //     in the tool's partition. The partition is computed by the worker, not
-//     stored in the subject: every partition consumer reads the whole
-//     stream, and its engine acknowledges other partitions' messages at once
-//     (Options.Skip).
+//     read from the partition token of the stored subject (below): every
+//     partition consumer reads the whole stream, and its engine
+//     acknowledges other partitions' messages at once (Options.Skip).
 //   - Each worker announces itself in the members bucket every MemberTTL/4
 //     (the value is its partition count: a worker that finds a member with
 //     another count stops with ErrPartitionsMismatch) and lists the live
@@ -76,15 +76,25 @@
 // worker of the old layout before starting the new one; the old consumers
 // stay until deleted (nats consumer rm).
 //
-// Why not orbit.go pcgroups or a subject-mapping partition. Both put the
-// partition number into the subject with a subject transform that hashes
-// subject tokens ({{partition(n,wildcards...)}}): a stream has one transform,
-// and a hash of the key token cannot send contracts and workflows of
-// different keys to one partition. Static groups transform the telemetry
-// stream itself, which changes every stored subject (decoding, replay and
-// the dead letters' original subject would see it) and fixes the membership
-// at creation. Elastic groups copy the stream into a work-queue stream:
-// twice the storage, a sourcing hop, handlers that see the copy's sequence
+// The stored subject. Provision gives the telemetry stream the layout of
+// Config.Layout (consumer/engine.Layout): its subjects are the published
+// form <prefix>.telemetry.<kind>.* of the telemetry kinds only, and its
+// subject transform stores <prefix>.telemetry.<kind>.<p>.<key>, p =
+// {{partition(N,2)}}, a hash of the key token. The lanes of consumer/engine
+// filter on it: tool partition i reads <prefix>.telemetry.<k>.<i>.* of the
+// tool kinds, the composition lane the composition kinds of every p, so
+// every stored message is read by one lane. A subject of another kind or
+// shape is refused at publish (no stream takes it) rather than stored where
+// no lane reads it. A telemetry stream of an earlier version (subjects
+// <prefix>.telemetry.>, no transform) is updated in place; the messages it
+// holds keep their 4-token subjects, and every reader of stored subjects
+// (events.Names.ParseSubject and Decode, KindToken, the outcome log's
+// rebuild, Replay, the dead letters' original subject) reads both forms.
+// The partition consumers here do not use the token yet.
+//
+// Why not orbit.go pcgroups. Static groups transform the stream as above
+// but fix the membership at creation. Elastic groups copy the stream into
+// a work-queue stream: twice the storage, a sourcing hop, handlers that see the copy's sequence
 // numbers instead of the telemetry stream's (which verdicts cite and the
 // state uses for idempotence), subjects outside the partitioning filters
 // (junk that must be dead-lettered) never consumed, and a membership that

@@ -235,7 +235,7 @@ func TestPermanentErrorDeadLettersOriginal(t *testing.T) {
 	wantHeaders := map[string]string{
 		"Ce-Type":                         "toolsentry.invocation.v1",
 		consumer.HeaderDeadLetterReason:   "decode_invalid_json",
-		consumer.HeaderOriginalSubject:    f.subject("search"),
+		consumer.HeaderOriginalSubject:    f.res.Config.TelemetryPrefix() + ".invocation.0.search", // as stored, in partition 0 of 1
 		consumer.HeaderOriginalStream:     "TOOLSENTRY_TELEMETRY",
 		consumer.HeaderOriginalSequence:   strconv.FormatUint(ack.Sequence, 10),
 		consumer.HeaderNumDelivered:       "1",

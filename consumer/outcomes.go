@@ -65,9 +65,13 @@ type pendingOutcome struct {
 }
 
 // rebuild counts the invocations of the tool after the stored record (nil:
-// none) and before sequence before.
+// none) and before sequence before. They are stored on two subjects: the
+// stored form <prefix>.telemetry.invocation.<p>.<tool> and, for messages
+// stored before the stream had its subject transform, the published form
+// (events.Names.StoredTelemetryFilters). The two are read side by side and
+// counted in stream order.
 func (l *outcomeLog) rebuild(ctx context.Context, toolID string, stored *core.OutcomeRecord, before uint64) (*core.OutcomeRecord, int, error) {
-	subject, err := l.names.Telemetry(events.KindInvocation, toolID)
+	filters, err := l.names.StoredTelemetryFilters(events.KindInvocation, toolID)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -76,29 +80,55 @@ func (l *outcomeLog) rebuild(ctx context.Context, toolID string, stored *core.Ou
 		c := *stored
 		rec = &c
 	}
-	read := 0
-	for from := rec.LastSeq + 1; from < before; {
+	// next[i] is the next message on filters[i] below before, nil when
+	// there is none.
+	next := make([]*jetstream.RawStreamMsg, len(filters))
+	fetch := func(i int, from uint64) error {
+		next[i] = nil
+		if from >= before {
+			return nil
+		}
 		rctx, cancel := context.WithTimeout(ctx, l.readTimeout)
-		raw, err := l.stream.GetMsg(rctx, from, jetstream.WithGetMsgSubject(subject))
+		raw, err := l.stream.GetMsg(rctx, from, jetstream.WithGetMsgSubject(filters[i]))
 		cancel()
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			break
+			return nil
 		}
 		if err != nil {
-			return nil, read, fmt.Errorf("rebuilding the outcome counts of %q from %s: %w", toolID, subject, err)
+			return fmt.Errorf("rebuilding the outcome counts of %q from %s: %w", toolID, filters[i], err)
 		}
-		if raw.Sequence >= before {
-			break
+		if raw.Sequence < before {
+			next[i] = raw
 		}
+		return nil
+	}
+	for i := range filters {
+		if err := fetch(i, rec.LastSeq+1); err != nil {
+			return nil, 0, err
+		}
+	}
+	read := 0
+	for {
+		i := -1
+		for j, m := range next {
+			if m != nil && (i < 0 || m.Sequence < next[i].Sequence) {
+				i = j
+			}
+		}
+		if i < 0 {
+			return rec, read, nil
+		}
+		raw := next[i]
 		read++
 		// An invocation that does not decode was dead-lettered live, not
 		// counted.
 		if ev, err := l.names.Decode(raw.Subject, raw.Header, raw.Data); err == nil && ev.Invocation != nil {
 			rec.Count(ev.Invocation, raw.Sequence)
 		}
-		from = raw.Sequence + 1
+		if err := fetch(i, raw.Sequence+1); err != nil {
+			return nil, read, err
+		}
 	}
-	return rec, read, nil
 }
 
 // outcomes returns the tool's outcome record as it stands before the

@@ -199,8 +199,10 @@ func (c Config) streamName(suffix string) string {
 	return strings.ToUpper(strings.ReplaceAll(p, "-", "_")) + "_" + suffix
 }
 
-// TelemetrySubjects is the subject filter of the telemetry stream
-// (toolsentry.telemetry.>).
+// TelemetrySubjects is a subject filter of every stored telemetry message
+// (toolsentry.telemetry.>), in the stored form and the legacy form stored
+// before the stream had its subject transform. The stream's own subjects
+// are the published form of the known kinds (Layout().StreamSubjects()).
 func (c Config) TelemetrySubjects() string { return c.TelemetryPrefix() + ".>" }
 
 // TelemetryPrefix is the subject prefix of telemetry (toolsentry.telemetry).
@@ -280,28 +282,31 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) (*Resour
 	cfg = cfg.withDefaults()
 	res := &Resources{Config: cfg}
 
+	layout := cfg.Layout()
 	streams := []struct {
-		dst      *jetstream.Stream
-		name     string
-		subjects string
-		maxAge   time.Duration
-		desc     string
+		dst       *jetstream.Stream
+		name      string
+		subjects  []string
+		transform *jetstream.SubjectTransformConfig
+		maxAge    time.Duration
+		desc      string
 	}{
-		{&res.Telemetry, cfg.TelemetryStream(), cfg.TelemetrySubjects(), cfg.TelemetryMaxAge, "toolsentry input: agents' tool-call telemetry (audit log)"},
-		{&res.Verdicts, cfg.VerdictsStream(), cfg.VerdictsPrefix() + ".>", cfg.VerdictsMaxAge, "toolsentry output: guard verdicts"},
-		{&res.DLQ, cfg.DLQStream(), cfg.DLQPrefix() + ".>", cfg.DLQMaxAge, "toolsentry dead letters: original bytes and reason headers"},
+		{&res.Telemetry, cfg.TelemetryStream(), layout.StreamSubjects(), layout.Transform(), cfg.TelemetryMaxAge, "toolsentry input: agents' tool-call telemetry (audit log)"},
+		{&res.Verdicts, cfg.VerdictsStream(), []string{cfg.VerdictsPrefix() + ".>"}, nil, cfg.VerdictsMaxAge, "toolsentry output: guard verdicts"},
+		{&res.DLQ, cfg.DLQStream(), []string{cfg.DLQPrefix() + ".>"}, nil, cfg.DLQMaxAge, "toolsentry dead letters: original bytes and reason headers"},
 	}
 	for _, s := range streams {
 		sc := jetstream.StreamConfig{
-			Name:        s.name,
-			Description: s.desc,
-			Subjects:    []string{s.subjects},
-			Retention:   jetstream.LimitsPolicy,
-			Discard:     jetstream.DiscardOld,
-			Storage:     jetstream.FileStorage,
-			Replicas:    cfg.Replicas,
-			MaxAge:      max(s.maxAge, 0),
-			Duplicates:  cfg.Duplicates,
+			Name:             s.name,
+			Description:      s.desc,
+			Subjects:         s.subjects,
+			SubjectTransform: s.transform,
+			Retention:        jetstream.LimitsPolicy,
+			Discard:          jetstream.DiscardOld,
+			Storage:          jetstream.FileStorage,
+			Replicas:         cfg.Replicas,
+			MaxAge:           max(s.maxAge, 0),
+			Duplicates:       cfg.Duplicates,
 		}
 		st, err := createOrUpdateStream(ctx, js, sc)
 		if err != nil {

@@ -298,7 +298,7 @@ func TestReplayAudit(t *testing.T) {
 	t.Run("what-if workflow reports policy changes", func(t *testing.T) {
 		var declared map[string]any
 		for _, m := range telemetry {
-			if strings.Contains(m.Subject(), ".workflow.workflow-000") {
+			if a, err := names.ParseSubject(m.Subject()); err == nil && a.Kind == events.KindWorkflow && a.Key == "workflow-000" {
 				ev, err := names.Decode(m.Subject(), m.Headers(), m.Data())
 				if err != nil {
 					t.Fatal(err)

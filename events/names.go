@@ -130,6 +130,18 @@ func KindOfType(typ string) Kind {
 	return KindUnknown
 }
 
+// TelemetryKinds returns every telemetry kind in Kind order: the kinds
+// whose token may be the <kind> of a telemetry subject.
+func TelemetryKinds() []Kind {
+	var out []Kind
+	for k, info := range kindInfos {
+		if info.class == ClassTelemetry {
+			out = append(out, Kind(k))
+		}
+	}
+	return out
+}
+
 func kindOfToken(class Class, token string) Kind {
 	for k, info := range kindInfos {
 		if k != int(KindUnknown) && info.class == class && info.token == token {
@@ -397,6 +409,21 @@ func (n Names) StoredTelemetry(kind Kind, p int, key string) (string, error) {
 	}
 	head, tok, _ := strings.Cut(subject, ".telemetry."+kind.Token()+".")
 	return head + ".telemetry." + kind.Token() + "." + strconv.Itoa(p) + "." + tok, nil
+}
+
+// StoredTelemetryFilters returns the subject filters that select every
+// stored input of kind about key: the stored form
+// <prefix>.telemetry.<kind>.*.<key> (any partition), then the published
+// form <prefix>.telemetry.<kind>.<key> that messages stored before the
+// telemetry stream had its subject transform keep. A reader of one key's
+// inputs reads both and merges them by sequence.
+func (n Names) StoredTelemetryFilters(kind Kind, key string) ([]string, error) {
+	subject, err := n.Telemetry(kind, key)
+	if err != nil {
+		return nil, err
+	}
+	head, tok, _ := strings.Cut(subject, ".telemetry."+kind.Token()+".")
+	return []string{head + ".telemetry." + kind.Token() + ".*." + tok, subject}, nil
 }
 
 // Published returns the subject a telemetry subject was published on: the

@@ -155,6 +155,36 @@ func TestPublished(t *testing.T) {
 	}
 }
 
+func TestStoredTelemetryFilters(t *testing.T) {
+	n, _ := NewNames("acme")
+	got, err := n.StoredTelemetryFilters(KindInvocation, "crm.lookup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"acme.telemetry.invocation.*.crm=2Elookup", "acme.telemetry.invocation.crm=2Elookup"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("filters (-want +got):\n%s", diff)
+	}
+	if _, err := n.StoredTelemetryFilters(KindSchemaVerdict, "a"); !errors.Is(err, ErrBadSubject) {
+		t.Errorf("filters of a verdict kind: %v, want ErrBadSubject", err)
+	}
+}
+
+func TestTelemetryKinds(t *testing.T) {
+	var got []string
+	for _, k := range TelemetryKinds() {
+		if k.Class() != ClassTelemetry {
+			t.Errorf("%s: class %d", k, k.Class())
+		}
+		got = append(got, k.Token())
+	}
+	want := []string{"schema", "invocation", "contract", "workflow", "quality", "observed",
+		"baseline_accepted", "baseline_reset", "agent_migrated", "agent_forgotten"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("telemetry kind tokens (-want +got):\n%s", diff)
+	}
+}
+
 func TestKinds(t *testing.T) {
 	for k := KindSchemaObserved; k <= KindCompositionVerdict; k++ {
 		if KindOfType(k.Type()) != k {

@@ -162,7 +162,7 @@ func TestAgentAdaptsToDriftWithoutRestart(t *testing.T) {
 		t.Fatalf("before any drift: Guard = %s, %v; want the payload as given", out, err)
 	}
 	natstest.Eventually(t, 10*time.Second, "invocation published", func() bool { return a.Stats().Published == 1 })
-	stored, err := l.res.Telemetry.GetLastMsgForSubject(l.ctx, "toolsentry.telemetry.invocation.crm=2Elookup")
+	stored, err := l.res.Telemetry.GetLastMsgForSubject(l.ctx, "toolsentry.telemetry.invocation.0.crm=2Elookup") // stored in partition 0 of 1
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func TestAgentNamesTheServersTool(t *testing.T) {
 		t.Fatal(err)
 	}
 	natstest.Eventually(t, 10*time.Second, "invocation published", func() bool { return a.Stats().Published == 1 })
-	stored, err := l.res.Telemetry.GetLastMsgForSubject(l.ctx, "toolsentry.telemetry.invocation.github/get_issue")
+	stored, err := l.res.Telemetry.GetLastMsgForSubject(l.ctx, "toolsentry.telemetry.invocation.0.github/get_issue") // stored in partition 0 of 1
 	if err != nil {
 		t.Fatalf("no invocation on github/get_issue's subject: %v", err)
 	}
@@ -94,7 +94,7 @@ func TestAgentInvocationServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m.Subject != "toolsentry.telemetry.invocation.github/get_issue" || !strings.Contains(string(m.Data), `"tool_id":"github/get_issue"`) || !strings.Contains(string(m.Data), `"schema_fingerprint":"sha256:ab"`) {
+		if m.Subject != "toolsentry.telemetry.invocation.0.github/get_issue" || !strings.Contains(string(m.Data), `"tool_id":"github/get_issue"`) || !strings.Contains(string(m.Data), `"schema_fingerprint":"sha256:ab"`) {
 			t.Errorf("invocation %d on %s: %s", seq, m.Subject, m.Data)
 		}
 	}

@@ -200,8 +200,14 @@ type apiDeadLetter struct {
 	Reason   string    `json:"reason"`
 	Error    string    `json:"error"`
 	// OriginalSubject, OriginalStream and OriginalSequence say where the
-	// input was consumed; OriginalMsgID is its Nats-Msg-Id ("" when none).
+	// input was consumed (the subject as stored, with the partition token:
+	// <prefix>.telemetry.<kind>.<p>.<key>, or the 4-token form of an input
+	// stored before the stream had its subject transform);
+	// PublishedSubject is the subject it was published on, to publish a
+	// corrected input on ("" when the original subject does not parse).
+	// OriginalMsgID is its Nats-Msg-Id ("" when none).
 	OriginalSubject  string `json:"original_subject"`
+	PublishedSubject string `json:"published_subject,omitempty"`
 	OriginalStream   string `json:"original_stream"`
 	OriginalSequence uint64 `json:"original_sequence"`
 	OriginalMsgID    string `json:"original_msg_id,omitempty"`
@@ -260,14 +266,14 @@ func (a *api) listDeadLetters(w http.ResponseWriter, r *http.Request) {
 			unavailable(w, fmt.Errorf("reading dead letter %d: %w", seq, err))
 			return
 		}
-		out.Latest = append(out.Latest, deadLetterOf(m))
+		out.Latest = append(out.Latest, deadLetterOf(a.names, m))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
 // deadLetterOf reads a dead letter's headers; one whose headers do not
 // parse keeps the reason of its subject and says so as its error.
-func deadLetterOf(m *jetstream.RawStreamMsg) apiDeadLetter {
+func deadLetterOf(names events.Names, m *jetstream.RawStreamMsg) apiDeadLetter {
 	out := apiDeadLetter{Sequence: m.Sequence, Time: m.Time.UTC()}
 	dl, err := events.ParseDeadLetter(m.Header)
 	if err != nil {
@@ -277,6 +283,9 @@ func deadLetterOf(m *jetstream.RawStreamMsg) apiDeadLetter {
 	}
 	out.Reason, out.Error = string(dl.Reason), dl.Error
 	out.OriginalSubject, out.OriginalStream, out.OriginalSequence = dl.Subject, dl.Stream, dl.Sequence
+	if pub, err := names.Published(dl.Subject); err == nil {
+		out.PublishedSubject = pub
+	}
 	out.OriginalMsgID, out.Delivered = dl.MsgID, dl.Delivered
 	return out
 }

@@ -269,7 +269,8 @@ func TestDashboardPageData(t *testing.T) {
 		}
 		for _, dl := range d.Latest {
 			if d.ByReason[dl.Reason] == 0 || dl.Error == "" || dl.OriginalStream != "TOOLSENTRY_TELEMETRY" ||
-				dl.OriginalSubject != "toolsentry.telemetry.invocation.crm/lookup" || dl.OriginalSequence == 0 {
+				dl.OriginalSubject != "toolsentry.telemetry.invocation.0.crm/lookup" || dl.PublishedSubject != "toolsentry.telemetry.invocation.crm/lookup" ||
+				dl.OriginalSequence == 0 {
 				t.Errorf("dead letter %+v (by reason %v)", dl, d.ByReason)
 			}
 		}

@@ -43,7 +43,7 @@ func TestEmitMCPToolsPages(t *testing.T) {
 	// and their quality checkpoints).
 	var got []storedMsg
 	for _, m := range streamMessages(t, ctx, js, events.Names{}, "TOOLSENTRY_TELEMETRY") {
-		if m.subject == "toolsentry.telemetry.schema.fs-mcp" {
+		if m.published == "toolsentry.telemetry.schema.fs-mcp" {
 			got = append(got, m)
 		}
 	}
@@ -52,7 +52,7 @@ func TestEmitMCPToolsPages(t *testing.T) {
 	}
 	for i, want := range []string{"read_file", "write_file"} {
 		obs := got[i].event.SchemaObserved
-		if got[i].subject != "toolsentry.telemetry.schema.fs-mcp" || obs == nil || !obs.IsList() || len(obs.Tools) != 1 || obs.Tools[0].Name != want {
+		if got[i].published != "toolsentry.telemetry.schema.fs-mcp" || obs == nil || !obs.IsList() || len(obs.Tools) != 1 || obs.Tools[0].Name != want {
 			t.Errorf("message %d on %s: %+v, want the page of %s", i, got[i].subject, obs, want)
 		}
 	}

@@ -19,10 +19,11 @@ import (
 
 // storedMsg is one message of the telemetry stream, decoded.
 type storedMsg struct {
-	subject string
-	msgID   string
-	data    []byte
-	event   events.Event
+	subject   string // as stored: <prefix>.telemetry.<kind>.<partition>.<key>
+	published string // as published (events.Names.Published)
+	msgID     string
+	data      []byte
+	event     events.Event
 }
 
 // streamMessages reads every message of a stream, in order, and decodes it.
@@ -46,7 +47,11 @@ func streamMessages(t *testing.T, ctx context.Context, js jetstream.JetStream, n
 		if err != nil {
 			t.Fatalf("message %d on %s does not decode: %v", seq, m.Subject, err)
 		}
-		out = append(out, storedMsg{subject: m.Subject, msgID: m.Header.Get(jetstream.MsgIDHeader), data: m.Data, event: ev})
+		published, err := names.Published(m.Subject)
+		if err != nil {
+			t.Fatalf("message %d on %s: %v", seq, m.Subject, err)
+		}
+		out = append(out, storedMsg{subject: m.Subject, published: published, msgID: m.Header.Get(jetstream.MsgIDHeader), data: m.Data, event: ev})
 	}
 	return out
 }
@@ -133,8 +138,8 @@ func TestEmitInputForms(t *testing.T) {
 			}
 			for i, w := range tc.want {
 				g := got[i]
-				if g.subject != w.subject {
-					t.Errorf("message %d on %s, want %s", i, g.subject, w.subject)
+				if g.published != w.subject {
+					t.Errorf("message %d published on %s, want %s", i, g.published, w.subject)
 				}
 				if g.msgID == "" || g.msgID != g.event.ID {
 					t.Errorf("message %d: Nats-Msg-Id %q, CloudEvent id %q: want them equal", i, g.msgID, g.event.ID)
@@ -277,7 +282,7 @@ func TestEmitUsesThePrefix(t *testing.T) {
 	}
 	names, _ := events.NewNames("acme")
 	got := streamMessages(t, ctx, srv.js, names, "ACME_TELEMETRY")
-	if len(got) != 1 || got[0].subject != "acme.telemetry.invocation.crm=2Elookup" {
+	if len(got) != 1 || got[0].published != "acme.telemetry.invocation.crm=2Elookup" || got[0].subject != "acme.telemetry.invocation.0.crm=2Elookup" {
 		t.Errorf("got %+v, want one message on acme.telemetry.invocation.crm=2Elookup", got)
 	}
 }

@@ -120,8 +120,10 @@ func checkSupportVerdict(t *testing.T, ctx context.Context, js jetstream.JetStre
 	if !strings.HasPrefix(v.Directive, "HALT: Observed quality 60.00% < requirement 80.00% over 30 runs; errors are correlated") {
 		t.Errorf("directive %q", v.Directive)
 	}
-	if !strings.HasPrefix(v.InputSubject, "toolsentry.telemetry.observed.support-bot") {
-		t.Errorf("input subject %q", v.InputSubject)
+	// The verdict cites its input as stored, with the partition token.
+	if pub, err := (events.Names{}).Published(v.InputSubject); err != nil || !strings.HasPrefix(v.InputSubject, "toolsentry.telemetry.observed.0.") ||
+		!strings.HasPrefix(pub, "toolsentry.telemetry.observed.support-bot") {
+		t.Errorf("input subject %q (published on %q, %v)", v.InputSubject, pub, err)
 	}
 
 	count := map[string]int{}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -68,10 +69,15 @@ func TestServePartitioned(t *testing.T) {
 	}
 	// Bad input is dead-lettered once, by the partition it belongs to, not
 	// once per partition consumer that reads it.
-	for _, subject := range []string{"toolsentry.telemetry.invocation.crm=2Elookup", "toolsentry.telemetry.bogus"} {
+	for _, subject := range []string{"toolsentry.telemetry.invocation.crm=2Elookup", "toolsentry.telemetry.schema.other"} {
 		if _, err := js.Publish(pctx, subject, []byte("not a cloudevent")); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// A subject of no telemetry kind is refused at publish: the stream
+	// takes the known kinds only (it used to be stored, and dead-lettered).
+	if _, err := js.Publish(pctx, "toolsentry.telemetry.bogus", []byte("not a cloudevent")); !errors.Is(err, jetstream.ErrNoStreamResponse) {
+		t.Errorf("publish of an unknown kind: %v, want it refused (no stream)", err)
 	}
 	count := func(stream string) uint64 {
 		s, err := js.Stream(pctx, stream)
