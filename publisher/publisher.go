@@ -20,7 +20,8 @@ var ErrNoMsgID = errors.New("message id is required")
 // ErrNotAcked is returned (wrapped, with the subject and id, and joined for
 // every failed message) by Batch.Wait and Emitter.Flush when the stream did
 // not acknowledge a message: the caller must not consider it stored, and a
-// consumer naks its input.
+// consumer naks its input. When no stream took the subject it also matches
+// ErrNoStream.
 var ErrNotAcked = errors.New("publish not acknowledged")
 
 // ErrInvalidSubject is returned by Emitter.Emit for a subject outside the
@@ -120,7 +121,7 @@ func (p *Publisher) PublishSync(ctx context.Context, subject, id string, header 
 	}
 	ack, err := p.js.PublishMsg(ctx, m, jetstream.WithMsgID(id))
 	if err != nil {
-		return nil, fmt.Errorf("%w: subject %s id %s: %w", ErrNotAcked, subject, id, err)
+		return nil, fmt.Errorf("%w: subject %s id %s: %w", ErrNotAcked, subject, id, NoStream(subject, err))
 	}
 	return ack, nil
 }
@@ -183,7 +184,7 @@ func (b *Batch) Wait(ctx context.Context) (Result, error) {
 				res.Stored++
 			}
 		case err := <-pd.f.Err():
-			errs = append(errs, fmt.Errorf("%w: subject %s id %s: %w", ErrNotAcked, pd.subject, pd.id, err))
+			errs = append(errs, fmt.Errorf("%w: subject %s id %s: %w", ErrNotAcked, pd.subject, pd.id, NoStream(pd.subject, err)))
 		case <-ctx.Done():
 			errs = append(errs, fmt.Errorf("%w: subject %s id %s: %w", ErrNotAcked, pd.subject, pd.id, ctx.Err()))
 		}

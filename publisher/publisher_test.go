@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,6 +100,45 @@ func TestBatchWaitReportsFailedAcks(t *testing.T) {
 	}
 	if res.Stored != 1 {
 		t.Errorf("stored = %d, want 1", res.Stored)
+	}
+}
+
+// TestUnknownTelemetryKindIsRefused: the telemetry stream takes the known
+// kinds only (consumer.Config.Layout), so a publish of another kind, or of
+// a subject of another shape, is refused by the server, and the error says
+// why; a known kind is stored. Both the asynchronous batch (emit,
+// mcp-proxy, otlp) and the synchronous publish say so.
+func TestUnknownTelemetryKindIsRefused(t *testing.T) {
+	e := setup(t, publisher.Options{})
+	ctx := ctxFor(t)
+	b := e.pub.NewBatch()
+	for i, subject := range []string{"toolsentry.telemetry.invocation.crm", "toolsentry.telemetry.bogus.crm", "toolsentry.telemetry.invocation.a.b"} {
+		if err := b.Publish(ctx, subject, fmt.Sprintf("e-%d", i), nil, []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := b.Wait(ctx)
+	if res.Stored != 1 {
+		t.Errorf("stored %d, want 1 (the known kind)", res.Stored)
+	}
+	if !errors.Is(err, publisher.ErrNotAcked) || !errors.Is(err, publisher.ErrNoStream) || !errors.Is(err, jetstream.ErrNoStreamResponse) {
+		t.Fatalf("Wait = %v, want ErrNotAcked and ErrNoStream", err)
+	}
+	for _, want := range []string{
+		`subject toolsentry.telemetry.bogus.crm id e-1: no stream takes the subject: kind "bogus" is not a telemetry kind: TOOLSENTRY_TELEMETRY takes toolsentry.telemetry.<kind>.<key> with kind one of schema, invocation, contract,`,
+		`subject toolsentry.telemetry.invocation.a.b id e-2: no stream takes the subject: toolsentry.telemetry.invocation.a.b is not a telemetry subject`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Wait = %v\nwant it to say %q", err, want)
+		}
+	}
+	_, err = e.pub.PublishSync(ctx, "toolsentry.telemetry.bogus.crm", "s-1", nil, []byte("{}"))
+	if !errors.Is(err, publisher.ErrNoStream) || !strings.Contains(err.Error(), `kind "bogus" is not a telemetry kind`) {
+		t.Errorf("PublishSync = %v, want ErrNoStream naming the kind", err)
+	}
+	_, err = e.pub.PublishSync(ctx, "elsewhere.x", "s-2", nil, []byte("{}"))
+	if !errors.Is(err, publisher.ErrNoStream) || !strings.Contains(err.Error(), "no stream's subjects include elsewhere.x") {
+		t.Errorf("PublishSync outside telemetry = %v", err)
 	}
 }
 

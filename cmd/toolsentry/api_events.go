@@ -34,6 +34,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolsentry/toolsentry/events"
+	"github.com/toolsentry/toolsentry/publisher"
 )
 
 // Limits of POST /v1/events.
@@ -221,7 +222,7 @@ func (a *api) ingest(ctx context.Context, index int, header map[string][]string,
 		res.ID = peekID(header, body)
 		ack, perr := a.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Header: nats.Header(cloneHeader(header)), Data: body})
 		if perr != nil {
-			return res, fmt.Errorf("publishing to %s: %w", a.names.TelemetryStream(), perr)
+			return res, fmt.Errorf("publishing to %s: %w", a.names.TelemetryStream(), publisher.NoStream(subject, perr))
 		}
 		res.Sequence = ack.Sequence
 		return res, nil
@@ -229,7 +230,7 @@ func (a *api) ingest(ctx context.Context, index int, header map[string][]string,
 	res.ID, res.Subject = msg.ID, msg.Subject
 	ack, err := a.js.PublishMsg(ctx, &nats.Msg{Subject: msg.Subject, Header: nats.Header(msg.Header), Data: msg.Data}, jetstream.WithMsgID(msg.ID))
 	if err != nil {
-		return res, fmt.Errorf("publishing to %s: %w", a.names.TelemetryStream(), err)
+		return res, fmt.Errorf("publishing to %s: %w", a.names.TelemetryStream(), publisher.NoStream(msg.Subject, err))
 	}
 	res.Status, res.Sequence = eventAccepted, ack.Sequence
 	if ack.Duplicate {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolsentry/toolsentry/consumer/natstest"
 	"github.com/toolsentry/toolsentry/events"
 )
 
@@ -470,4 +471,21 @@ func FuzzJSONMembers(f *testing.F) {
 		f.Add([]byte(doc))
 	}
 	f.Fuzz(checkJSONMembers)
+}
+
+// TestEmitSaysWhenNoStreamTakesIt: a telemetry stream that does not take
+// the kind (provisioned by a serve that does not know it: here one that
+// takes schema observations only) refuses the publish, and emit says why
+// instead of a bare "no response from stream".
+func TestEmitSaysWhenNoStreamTakesIt(t *testing.T) {
+	_, url := natstest.RunServer(t)
+	ctx := testCtx(t, cmdTimeout)
+	js := natstest.JetStream(t, url)
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "TOOLSENTRY_TELEMETRY", Subjects: []string{"toolsentry.telemetry.schema.*"}}); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := runCtx(ctx, "", "emit", "--nats-url", url, "testdata/emit/invocation.json")
+	if code != 1 || !strings.Contains(errOut, `no stream takes the subject: TOOLSENTRY_TELEMETRY does not exist or does not take kind "invocation"`) {
+		t.Errorf("exit %d, stderr %q; want 1 and why no stream took it", code, errOut)
+	}
 }

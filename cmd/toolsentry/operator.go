@@ -15,6 +15,7 @@ import (
 
 	"github.com/toolsentry/toolsentry/consumer/core"
 	"github.com/toolsentry/toolsentry/events"
+	"github.com/toolsentry/toolsentry/publisher"
 )
 
 // This file publishes the operators' actions (baseline accept and reset,
@@ -106,7 +107,7 @@ func operate(ctx context.Context, js jetstream.JetStream, names events.Names, ki
 	}
 	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: msg.Subject, Header: nats.Header(msg.Header), Data: msg.Data}, jetstream.WithMsgID(msg.ID))
 	if err != nil {
-		return fmt.Errorf("publishing %s of %s: %w", kind, p.ToolID, err)
+		return fmt.Errorf("publishing %s of %s: %w", kind, p.ToolID, publisher.NoStream(msg.Subject, err))
 	}
 	if f.wait == 0 || outcomes == nil {
 		fmt.Fprintf(sio.out, "%s: %s published at telemetry sequence %d (event %s); not waiting for serve to apply it\n", p.ToolID, kind, ack.Sequence, msg.ID)
