@@ -74,7 +74,10 @@
 // stream, the single worker's included (inputs above it that were already
 // applied are skipped by the state's last-applied sequence). Stop every
 // worker of the old layout before starting the new one; the old consumers
-// stay until deleted (nats consumer rm).
+// stay until deleted (nats consumer rm). Provision updates the telemetry
+// stream's transform to the new N in place (a worker whose N differs from
+// the stream's does not refuse to start: the stream follows the workers'
+// count) and records where the new layout starts (below).
 //
 // The stored subject. Provision gives the telemetry stream the layout of
 // Config.Layout (consumer/engine.Layout): its subjects are the published
@@ -91,6 +94,21 @@
 // (events.Names.ParseSubject and Decode, KindToken, the outcome log's
 // rebuild, Replay, the dead letters' original subject) reads both forms.
 // The partition consumers here do not use the token yet.
+//
+// The stream records its layout in its metadata (engine.StreamLayout,
+// Resources.Layout): the layout's Name ("partition(4)") and Since, the
+// first sequence stored under it: 1 for a stream created with it, the
+// last sequence + 1 after the update for one whose layout changed (the
+// 4-token form of an earlier version, or another N). The update sets the
+// transform first, with no record, then the record, so everything stored
+// under an earlier layout is below Since. A lane of the layout starts at
+// its checkpoint or Since, whichever is later; what lies below Since from
+// the lowest checkpoint of the earlier layout's lanes (or the stream's
+// first sequence) is read once, in stream order and whatever its subject
+// (<prefix>.telemetry.>), before the lanes start: a message stored under
+// another N carries a partition token that no lane of this one may read,
+// and the state's last applied sequence per key makes reading an applied
+// input again change nothing.
 //
 // Why not orbit.go pcgroups. Static groups transform the stream as above
 // but fix the membership at creation. Elastic groups copy the stream into

@@ -2,12 +2,15 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolsentry/toolsentry/consumer/engine"
 )
 
 // Defaults of Config.
@@ -253,8 +256,12 @@ func (c Config) DirectivesBucket() string { return c.withDefaults().Prefix + "-d
 
 // Resources are the handles Provision created or updated.
 type Resources struct {
-	Config     Config // with defaults applied
-	Telemetry  jetstream.Stream
+	Config    Config // with defaults applied
+	Telemetry jetstream.Stream
+	// Layout is the telemetry stream's recorded layout (Config.Layout):
+	// the lanes read from Layout.Since, and what is stored below it in
+	// stream order first (see createOrUpdateTelemetry).
+	Layout     engine.StreamLayout
 	Verdicts   jetstream.Stream
 	DLQ        jetstream.Stream
 	Consumer   jetstream.Consumer   // the durable pull consumer on Telemetry (partition 0's when partitioned)
@@ -308,7 +315,13 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) (*Resour
 			MaxAge:           max(s.maxAge, 0),
 			Duplicates:       cfg.Duplicates,
 		}
-		st, err := createOrUpdateStream(ctx, js, sc)
+		var st jetstream.Stream
+		var err error
+		if s.dst == &res.Telemetry {
+			st, res.Layout, err = createOrUpdateTelemetry(ctx, js, sc, layout)
+		} else {
+			st, err = createOrUpdateStream(ctx, js, sc)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("provisioning stream %s: %w", s.name, err)
 		}
@@ -346,4 +359,63 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) (*Resour
 		*b.dst = kv
 	}
 	return res, nil
+}
+
+// createOrUpdateTelemetry is createOrUpdateStream for the telemetry stream
+// sc, which stores under layout (its subjects and transform) and records
+// it in its metadata with the first sequence stored under it
+// (engine.StreamLayout): 1 for a new stream. A stream that stores under
+// another layout (one provisioned before the transform, or with another
+// partition count) is updated in place in two steps: first the transform,
+// with no layout recorded, then the record, Since = the last sequence
+// after the update + 1. Everything stored before the transform changed
+// is below Since (and so is what a producer published in between, stored
+// under the new one: reading it with the older messages is harmless), so
+// the lanes of the new layout start at Since and what is below it is read
+// in stream order first. A start interrupted between the two steps leaves
+// no record, and the next one records a later Since.
+func createOrUpdateTelemetry(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig, layout engine.Layout) (jetstream.Stream, engine.StreamLayout, error) {
+	fresh := sc
+	fresh.Metadata = layout.Metadata(1)
+	st, err := provisionRequest(ctx, func(ctx context.Context) (jetstream.Stream, error) {
+		return js.CreateStream(ctx, fresh)
+	})
+	if err == nil {
+		return st, engine.ReadStreamLayout(st.CachedInfo().Config), nil
+	}
+	if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return nil, engine.StreamLayout{}, err
+	}
+	update := func(md map[string]string) (jetstream.Stream, error) {
+		sc.Metadata = md
+		return provisionRequest(ctx, func(ctx context.Context) (jetstream.Stream, error) {
+			return js.UpdateStream(ctx, sc)
+		})
+	}
+	st, err = provisionRequest(ctx, func(ctx context.Context) (jetstream.Stream, error) {
+		return js.Stream(ctx, sc.Name)
+	})
+	if err != nil {
+		return nil, engine.StreamLayout{}, err
+	}
+	if old := st.CachedInfo().Config; layout.Stores(old) {
+		st, err = update(layout.Metadata(engine.ReadStreamLayout(old).Since))
+		if err != nil {
+			return nil, engine.StreamLayout{}, err
+		}
+		return st, engine.ReadStreamLayout(st.CachedInfo().Config), nil
+	}
+	if st, err = update(nil); err != nil {
+		return nil, engine.StreamLayout{}, err
+	}
+	info, err := provisionRequest(ctx, func(ctx context.Context) (*jetstream.StreamInfo, error) {
+		return st.Info(ctx)
+	})
+	if err != nil {
+		return nil, engine.StreamLayout{}, err
+	}
+	if st, err = update(layout.Metadata(info.State.LastSeq + 1)); err != nil {
+		return nil, engine.StreamLayout{}, err
+	}
+	return st, engine.ReadStreamLayout(st.CachedInfo().Config), nil
 }

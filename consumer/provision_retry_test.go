@@ -54,13 +54,18 @@ func TestProvisionTriesAgainWhileTheClusterForms(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	var answer, updateAnswer atomic.Value
+	var answer, updateAnswer, infoAnswer atomic.Value
 	updateAnswer.Store("")
+	infoAnswer.Store("")
 	var requests atomic.Int64
 	sub, err := nc.Subscribe("$JS.API.>", func(m *nats.Msg) {
 		requests.Add(1)
 		if u := updateAnswer.Load().(string); u != "" && strings.HasPrefix(m.Subject, "$JS.API.STREAM.UPDATE.") {
 			_ = m.Respond([]byte(u))
+			return
+		}
+		if i := infoAnswer.Load().(string); i != "" && strings.HasPrefix(m.Subject, "$JS.API.STREAM.INFO.") {
+			_ = m.Respond([]byte(i))
 			return
 		}
 		_ = m.Respond([]byte(answer.Load().(string)))
@@ -90,12 +95,14 @@ func TestProvisionTriesAgainWhileTheClusterForms(t *testing.T) {
 	}
 
 	// A stream that exists with another configuration is updated; an
-	// update the server refuses is said at once: the create and the update,
-	// not tried again.
+	// update the server refuses is said at once: the create, the read of
+	// the stream's layout (createOrUpdateTelemetry) and the update, not
+	// tried again.
 	answer.Store(`{"type":"io.nats.jetstream.api.v1.stream_create_response","error":{"code":400,"err_code":10058,"description":"stream name already in use with a different configuration"}}`)
 	updateAnswer.Store(`{"type":"io.nats.jetstream.api.v1.stream_update_response","error":{"code":500,"err_code":10052,"description":"stream configuration update can not change subjects"}}`)
+	infoAnswer.Store(`{"type":"io.nats.jetstream.api.v1.stream_info_response","config":{"name":"TOOLSENTRY_TELEMETRY","subjects":["toolsentry.telemetry.>"]},"state":{}}`)
 	requests.Store(0)
-	if _, err := provision(context.Background(), js, Config{}); err == nil || clusterForming(err) || requests.Load() != 2 ||
+	if _, err := provision(context.Background(), js, Config{}); err == nil || clusterForming(err) || requests.Load() != 3 ||
 		!strings.Contains(err.Error(), "can not change subjects") {
 		t.Errorf("a configuration conflict: %v after %d requests: want the update's refusal at once", err, requests.Load())
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolsentry/toolsentry/consumer"
+	"github.com/toolsentry/toolsentry/consumer/engine"
 	"github.com/toolsentry/toolsentry/consumer/natstest"
 	"github.com/toolsentry/toolsentry/events"
 )
@@ -68,6 +69,9 @@ func TestUpgradeOfAnUntransformedTelemetryStream(t *testing.T) {
 	if diff := cmp.Diff(layout.Transform(), info.Config.SubjectTransform); diff != "" {
 		t.Errorf("stream transform after the upgrade (-want +got):\n%s", diff)
 	}
+	if got, want := engine.ReadStreamLayout(info.Config), (engine.StreamLayout{Name: "partition(1)", Since: 7}); got != want {
+		t.Errorf("recorded layout %+v, want %+v: the 6 legacy messages are below it", got, want)
+	}
 	natstest.Eventually(t, 20*time.Second, "legacy messages applied", settled)
 	send(3) // stored in the partitioned form
 	natstest.Eventually(t, 20*time.Second, "new messages applied", settled)
@@ -111,4 +115,101 @@ func TestUpgradeOfAnUntransformedTelemetryStream(t *testing.T) {
 	if n := len(streamMessages(t, js, cfg.TelemetryStream())); rep.InputsReplayed != n {
 		t.Errorf("replayed %d inputs of %d", rep.InputsReplayed, n)
 	}
+}
+
+// TestProvisionRecordsTheLayout: the telemetry stream records the layout
+// it stores under and the first sequence stored under it. Another
+// partition count updates the transform in place and records where the
+// new layout starts (the sequences below it keep their partition tokens);
+// a start interrupted between the transform and the record is completed
+// by the next one.
+func TestProvisionRecordsTheLayout(t *testing.T) {
+	_, url := natstest.RunServer(t)
+	js := natstest.JetStream(t, url)
+	ctx, cancel := context.WithTimeout(testContext(t), time.Minute)
+	defer cancel()
+	provision := func(n int) *consumer.Resources {
+		t.Helper()
+		cfg := testConfig()
+		cfg.Partitions = n
+		res, err := consumer.Provision(ctx, js, cfg)
+		if err != nil {
+			t.Fatalf("Provision with %d partitions: %v", n, err)
+		}
+		info, err := res.Telemetry.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := engine.ReadStreamLayout(info.Config); got != res.Layout {
+			t.Errorf("Resources.Layout %+v, the stream records %+v", res.Layout, got)
+		}
+		if diff := cmp.Diff(cfg.Layout().Transform(), info.Config.SubjectTransform); diff != "" {
+			t.Errorf("transform with %d partitions (-want +got):\n%s", n, diff)
+		}
+		return res
+	}
+	publishN := func(n int) {
+		for i := range n {
+			publish(t, js, invocation(t, fmt.Sprintf("tool-%d", i), "agent-a", `{}`))
+		}
+	}
+	want := func(res *consumer.Resources, name string, since uint64) {
+		t.Helper()
+		if got := res.Layout; got != (engine.StreamLayout{Name: name, Since: since}) {
+			t.Errorf("layout %+v, want %s since %d", got, name, since)
+		}
+	}
+
+	want(provision(1), "partition(1)", 1) // a new stream
+	publishN(3)
+	want(provision(1), "partition(1)", 1) // a restart keeps it
+	res := provision(4)
+	want(res, "partition(4)", 4)
+	publishN(8)
+	want(provision(4), "partition(4)", 4)
+
+	tokens := map[int]bool{}
+	for _, m := range streamMessages(t, js, "TOOLSENTRY_TELEMETRY") {
+		md, err := m.Metadata()
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := names.ParseSubject(m.Subject())
+		if err != nil || !a.Stored {
+			t.Fatalf("stored subject %q: %+v, %v", m.Subject(), a, err)
+		}
+		if md.Sequence.Stream < 4 && a.Partition != 0 {
+			t.Errorf("sequence %d, stored under partition(1), on %q", md.Sequence.Stream, m.Subject())
+		}
+		if md.Sequence.Stream >= 4 {
+			tokens[a.Partition] = true
+		}
+	}
+	for p := range tokens {
+		if p > 3 {
+			t.Errorf("partition token %d under partition(4)", p)
+		}
+	}
+	if len(tokens) < 2 {
+		t.Errorf("8 tools stored under partition(4) in partitions %v: want several", tokens)
+	}
+
+	// A change interrupted after the transform: no layout recorded.
+	info, err := res.Telemetry.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := info.Config
+	sc.SubjectTransform = testConfigWith(2).Layout().Transform()
+	sc.Metadata = nil
+	if _, err := js.UpdateStream(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+	want(provision(2), "partition(2)", 12)
+}
+
+func testConfigWith(partitions int) consumer.Config {
+	cfg := testConfig()
+	cfg.Partitions = partitions
+	return cfg
 }

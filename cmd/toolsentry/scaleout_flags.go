@@ -19,7 +19,10 @@ type scaleFlags struct {
 // scaleUsage is the part of serve's help text about scale-out.
 const scaleUsage = `  --partitions N          partitions the workers share; every worker must use the same N. 1 runs
                           one durable consumer as a single worker; above 1 several serve processes
-                          on one --nats-url share the partitions (TOOLSENTRY_PARTITIONS, default 1)
+                          on one --nats-url share the partitions (TOOLSENTRY_PARTITIONS, default 1).
+                          The telemetry stream stores each input with its partition
+                          (<prefix>.telemetry.<kind>.<p>.<key>); to change N stop every worker,
+                          then start them with the new N (the stream's transform follows it)
   --member NAME           this worker's name among them; a restarted worker may keep its name
                           (TOOLSENTRY_MEMBER, default "<hostname>-<pid>")
   --member-ttl D          a worker that stops announcing itself for D loses its partitions

@@ -153,3 +153,52 @@ func (l Layout) Filters(lane Lane) ([]string, error) {
 // transform, in the published 4-token form, of every known kind: the
 // upgrade catch-up reads them, in stream order, before the lanes start.
 func (l Layout) LegacyFilters() []string { return l.StreamSubjects() }
+
+// The telemetry stream's metadata that records its layout (see
+// StreamLayout).
+const (
+	// LayoutMetadata is the Name of the layout the stream stores under,
+	// e.g. "partition(4)".
+	LayoutMetadata = "toolsentry.layout"
+	// LayoutSinceMetadata is the first stream sequence stored under it,
+	// in decimal.
+	LayoutSinceMetadata = "toolsentry.layout_since"
+)
+
+// StreamLayout is the layout a telemetry stream stores under, as its
+// configuration records it. Every message at or above Since is stored
+// under Name; those below may be stored under an earlier layout (the
+// 4-token published form of a stream that had no transform, or another
+// partition count) and are read in stream order, whatever their subject,
+// before the lanes start at Since.
+type StreamLayout struct {
+	// Name is the Layout.Name recorded, "" when none is (a stream
+	// provisioned before layouts, or whose layout change was interrupted).
+	Name string
+	// Since is the first sequence stored under Name (0 when Name is "").
+	Since uint64
+}
+
+// Metadata returns the stream metadata that records l as stored from
+// sequence since.
+func (l Layout) Metadata(since uint64) map[string]string {
+	return map[string]string{LayoutMetadata: l.Name(), LayoutSinceMetadata: strconv.FormatUint(since, 10)}
+}
+
+// ReadStreamLayout reads the layout recorded in a telemetry stream's
+// configuration. A record that does not parse counts as none.
+func ReadStreamLayout(cfg jetstream.StreamConfig) StreamLayout {
+	name, since := cfg.Metadata[LayoutMetadata], cfg.Metadata[LayoutSinceMetadata]
+	n, err := strconv.ParseUint(since, 10, 64)
+	if name == "" || err != nil || n == 0 {
+		return StreamLayout{}
+	}
+	return StreamLayout{Name: name, Since: n}
+}
+
+// Stores reports whether cfg, a telemetry stream's configuration, stores
+// under l: its transform is l's and its recorded layout is l's.
+func (l Layout) Stores(cfg jetstream.StreamConfig) bool {
+	t := l.Transform()
+	return cfg.SubjectTransform != nil && *cfg.SubjectTransform == *t && ReadStreamLayout(cfg).Name == l.Name()
+}

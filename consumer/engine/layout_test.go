@@ -195,3 +195,35 @@ func TestLayoutEveryStoredMessageReadByOneLane(t *testing.T) {
 		}
 	}
 }
+
+func TestStreamLayoutRecord(t *testing.T) {
+	cfg := jetstream.StreamConfig{Name: "T", Subjects: testLayout.StreamSubjects(), SubjectTransform: testLayout.Transform(), Metadata: testLayout.Metadata(42)}
+	if got := engine.ReadStreamLayout(cfg); got != (engine.StreamLayout{Name: "partition(4)", Since: 42}) {
+		t.Errorf("read %+v", got)
+	}
+	if !testLayout.Stores(cfg) {
+		t.Error("Stores = false for the stream of its own layout")
+	}
+	other := testLayout
+	other.Partitions = 2
+	if other.Stores(cfg) {
+		t.Error("a layout of 2 partitions stores under partition(4)")
+	}
+	noRecord := cfg
+	noRecord.Metadata = map[string]string{"_nats.level": "1"}
+	if testLayout.Stores(noRecord) || engine.ReadStreamLayout(noRecord) != (engine.StreamLayout{}) {
+		t.Error("a stream without a record counts as recorded")
+	}
+	noTransform := cfg
+	noTransform.SubjectTransform = nil
+	if testLayout.Stores(noTransform) {
+		t.Error("a stream without the transform stores under the layout")
+	}
+	for _, since := range []string{"", "0", "x", "-1"} {
+		bad := cfg
+		bad.Metadata = map[string]string{engine.LayoutMetadata: "partition(4)", engine.LayoutSinceMetadata: since}
+		if got := engine.ReadStreamLayout(bad); got != (engine.StreamLayout{}) {
+			t.Errorf("since %q read as %+v, want no record", since, got)
+		}
+	}
+}
