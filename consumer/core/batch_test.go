@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -152,5 +153,92 @@ func testBatchIsTheInputsOneByOne(t *testing.T, limit string, wantShape [][]stri
 	}
 	if u, _ := st.Usage(tool, "a"); u == nil || len(u.Input) != 1 {
 		t.Errorf("agent a after it was forgotten: %+v, want its last call's field only", u)
+	}
+}
+
+// TestBatchSplitsAreAllTheSame: random inputs of one tool (three versions
+// observed, three agents calling with or without the optional field and
+// with a type the renamed version refuses, outcomes, and every operator
+// action), applied one by one and in batches split at random, give the
+// same verdicts, checkpoints and state, whatever the split.
+func TestBatchSplitsAreAllTheSame(t *testing.T) {
+	const tool = "crm.lookup"
+	crmV3 := `{"name":"lookup","description":"Find a CRM user.","inputSchema":{"type":"object","properties":{"user_id":{"type":"string","description":"The user's id."},"limit":{"type":"string"},"include_deleted":{"type":"boolean","default":false},"page":{"type":"integer"}},"required":["user_id"]}}`
+	versions := []string{crmV1, crmRenamed, crmV3}
+	args := []string{`{"user_id":"u"}`, `{"user_id":"u","limit":"3"}`, `{"userId":"u"}`, `{"user_id":"u","limit":3}`}
+	agents := []string{"a", "b", "c"}
+	for seed := range uint64(25) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		one, oneState := New(Options{QualityEvery: 3}), NewMemState()
+		var inputs []Input
+		var want []events.Message
+		for i := range 40 {
+			seq := uint64(i + 1)
+			var in batchInput
+			agent := agents[rng.IntN(len(agents))]
+			op := func(k events.Kind, rest string) batchInput {
+				return batchInput{k.Token(), k.Type(), fmt.Sprintf(`{"tool_id":%q,"operator":"ana@ops","reason":"test"%s}`, tool, rest)}
+			}
+			switch r := rng.IntN(20); {
+			case r < 3:
+				v := rng.IntN(len(versions))
+				in = batchInput{"schema", events.TypeSchemaObserved, fmt.Sprintf(`{"tool_id":%q,"version":"%d","tool":%s}`, tool, v+1, versions[v])}
+			case r < 16:
+				in = batchInput{"invocation", events.TypeInvocation, fmt.Sprintf(`{"tool_id":%q,"agent_id":%q,"arguments":%s,"outcome":{"status":%q}}`,
+					tool, agent, args[rng.IntN(len(args))], []string{"ok", "error"}[rng.IntN(2)])}
+			case r == 16:
+				fp := "sha256:none"
+				if b, ok := oneState.Baseline(tool); ok {
+					fp = b.Current.Fingerprint
+				}
+				in = op(events.KindBaselineAccepted, fmt.Sprintf(`,"fingerprint":%q`, fp))
+			case r == 17:
+				in = op(events.KindBaselineReset, "")
+			case r == 18:
+				in = op(events.KindAgentForgotten, fmt.Sprintf(`,"agent_id":%q`, agent))
+			default:
+				in = op(events.KindAgentMigrated, fmt.Sprintf(`,"agent_id":%q`, agent))
+			}
+			input := in.decode(t, seq, tool)
+			inputs = append(inputs, input)
+			eff, err := one.Apply(oneState, input)
+			if err != nil {
+				t.Fatalf("seed %d input %d: %v", seed, i, err)
+			}
+			want = append(want, eff.Verdicts...)
+			want = append(want, eff.Telemetry...)
+			if err := oneState.Store(eff.Writes); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c, st := New(Options{QualityEvery: 3}), NewMemState()
+		var got []events.Message
+		for rest := inputs; len(rest) > 0; {
+			n := 1 + rng.IntN(len(rest))
+			b := c.NewBatch(st)
+			for _, in := range rest[:n] {
+				eff, err := b.Apply(in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, eff.Verdicts...)
+				got = append(got, eff.Telemetry...)
+			}
+			for _, writes := range b.Commits() {
+				if err := st.Store(writes); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rest = rest[n:]
+		}
+		if len(want) == 0 {
+			t.Fatalf("seed %d: no verdicts", seed)
+		}
+		if d := cmp.Diff(want, got); d != "" {
+			t.Fatalf("seed %d: verdicts and checkpoints (-one by one +batches):\n%s", seed, d)
+		}
+		if d := cmp.Diff(memSnapshot(oneState), memSnapshot(st)); d != "" {
+			t.Fatalf("seed %d: state (-one by one +batches):\n%s", seed, d)
+		}
 	}
 }
