@@ -27,9 +27,10 @@ type ProcessorOptions struct {
 	Names events.Names
 	// Core tunes the decision step (Names is taken from above).
 	Core core.Options
-	// ConflictAttempts bounds how often one input is applied again after a
-	// compare-and-set conflict on its state before the conflict is treated
-	// as a transient failure (default 5).
+	// ConflictAttempts bounds how often one input (with HandleBatch, the
+	// whole batch) is applied again after a compare-and-set conflict on its
+	// state before the conflict is treated as a transient failure (default
+	// 5).
 	ConflictAttempts int
 	// Verdicts is told of every verdict stored (default: nobody).
 	Verdicts VerdictObserver
