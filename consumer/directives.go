@@ -4,7 +4,7 @@ package consumer
 // a projector follows the verdict stream with its own durable consumer and
 // writes, per (tool, agent), per tool and per composition, what the latest
 // verdict tells agents to do (events.Directive). Agents watch their own keys
-// (publisher.Agent). An operator's accept reaches them as the SCHEMA_MATCH
+// (agent.Agent). An operator's accept reaches them as the SCHEMA_MATCH
 // verdict that the tool's lane publishes for it, which marks the agents'
 // directives about the accepted version accepted.
 

@@ -235,6 +235,6 @@
 // composition, what the latest verdict tells agents to do
 // (events.Directive, action PROCEED, MIGRATE or HALT). StartService starts
 // it (Directives; disable with ServiceOptions.Directives.Disable); agents
-// read it through publisher.Agent; `toolsentry baseline accept` reaches
+// read it through agent.Agent; `toolsentry baseline accept` reaches
 // it as the SCHEMA_MATCH verdict the tool's lane publishes for the accept.
 package consumer

@@ -5,11 +5,11 @@ import (
 	"testing"
 
 	"github.com/toolsentry/toolsentry/consumer/core"
-	"github.com/toolsentry/toolsentry/publisher"
+	"github.com/toolsentry/toolsentry/publisher/agent"
 )
 
 // TestToolStateReadsBaselineRecord: the agent's guard reads the baselines
-// bucket through publisher.ToolState; what the tool's lane writes
+// bucket through agent.ToolState; what the tool's lane writes
 // (core.BaselineRecord) must decode into it.
 func TestToolStateReadsBaselineRecord(t *testing.T) {
 	rec := core.BaselineRecord{
@@ -22,7 +22,7 @@ func TestToolStateReadsBaselineRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := publisher.DecodeToolState(data)
+	st, err := agent.DecodeToolState(data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +30,7 @@ func TestToolStateReadsBaselineRecord(t *testing.T) {
 		string(st.Current.InputSchema()) != `{"type":"object","properties":{"perPage":{"type":"integer"}}}` {
 		t.Errorf("DecodeToolState = %+v", st)
 	}
-	if _, err := publisher.DecodeToolState([]byte(`{"baseline":{}}`)); err == nil {
+	if _, err := agent.DecodeToolState([]byte(`{"baseline":{}}`)); err == nil {
 		t.Error("a record without a tool id decodes")
 	}
 }
@@ -38,7 +38,7 @@ func TestToolStateReadsBaselineRecord(t *testing.T) {
 // TestListedVersionIsTheSplitVersion: a local verdict on a listed tool
 // judges the version under which the core splits a tools/list.
 func TestListedVersionIsTheSplitVersion(t *testing.T) {
-	if publisher.ListedVersion != core.UnversionedTool {
-		t.Errorf("publisher.ListedVersion %q, core.UnversionedTool %q", publisher.ListedVersion, core.UnversionedTool)
+	if agent.ListedVersion != core.UnversionedTool {
+		t.Errorf("agent.ListedVersion %q, core.UnversionedTool %q", agent.ListedVersion, core.UnversionedTool)
 	}
 }

@@ -16,7 +16,7 @@ import (
 
 	"github.com/toolsentry/toolsentry/consumer/natstest"
 	"github.com/toolsentry/toolsentry/events"
-	"github.com/toolsentry/toolsentry/publisher"
+	"github.com/toolsentry/toolsentry/publisher/agent"
 )
 
 // accountsConf is the accounts and permissions file of deploy/.
@@ -105,11 +105,11 @@ func TestDeployAccountsPermissions(t *testing.T) {
 	short := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, 2*time.Second) }
 
 	// The agent.
-	agentNC, agent, agentErrs := connectAs(t, url, "agent", pw["agent"])
+	agentNC, agentJS, agentErrs := connectAs(t, url, "agent", pw["agent"])
 	t.Run("agent cannot publish a verdict", func(t *testing.T) {
 		c, cc := short()
 		defer cc()
-		_, err := agent.Publish(c, "toolsentry.verdicts.schema.drift_on_used_fields.crm=2Elookup", []byte(`{"forged":true}`))
+		_, err := agentJS.Publish(c, "toolsentry.verdicts.schema.drift_on_used_fields.crm=2Elookup", []byte(`{"forged":true}`))
 		if err == nil {
 			t.Fatal("published a verdict")
 		}
@@ -118,7 +118,7 @@ func TestDeployAccountsPermissions(t *testing.T) {
 	t.Run("agent cannot forge a quality checkpoint or a dead letter", func(t *testing.T) {
 		for _, subj := range []string{"toolsentry.telemetry.quality.crm=2Elookup", "toolsentry.dlq.permanent"} {
 			c, cc := short()
-			_, err := agent.Publish(c, subj, []byte(`{}`))
+			_, err := agentJS.Publish(c, subj, []byte(`{}`))
 			cc()
 			if err == nil {
 				t.Errorf("published on %s", subj)
@@ -131,7 +131,7 @@ func TestDeployAccountsPermissions(t *testing.T) {
 		// (below), and nothing else of the state.
 		for _, bucket := range []string{"toolsentry-outcomes", "toolsentry-quality", "toolsentry-workflows", "toolsentry-members"} {
 			c, cc := short()
-			if _, err := agent.KeyValue(c, bucket); err == nil {
+			if _, err := agentJS.KeyValue(c, bucket); err == nil {
 				t.Errorf("opened the %s bucket", bucket)
 			}
 			cc()
@@ -151,7 +151,7 @@ func TestDeployAccountsPermissions(t *testing.T) {
 	t.Run("agent cannot delete a stream", func(t *testing.T) {
 		for _, stream := range []string{"TOOLSENTRY_TELEMETRY", "TOOLSENTRY_VERDICTS", "KV_toolsentry-baselines"} {
 			c, cc := short()
-			err := agent.DeleteStream(c, stream)
+			err := agentJS.DeleteStream(c, stream)
 			cc()
 			if err == nil {
 				t.Errorf("deleted %s", stream)
@@ -186,19 +186,19 @@ func TestDeployAccountsPermissions(t *testing.T) {
 	// buckets: the call that uses the renamed field is migrated, and the
 	// agent cannot write any of them.
 	t.Run("agent guards its calls", func(t *testing.T) {
-		view, err := publisher.WatchDirectives(ctx, agent, events.Names{}, publisher.ViewOptions{Agent: "billing-7", ProbeInterval: -1})
+		view, err := agent.WatchDirectives(ctx, agentJS, events.Names{}, agent.ViewOptions{Agent: "billing-7", ProbeInterval: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer view.Close()
-		var dec publisher.Decision
+		var dec agent.Decision
 		natstest.Eventually(t, 30*time.Second, "the agent's guard migrates user_id", func() bool {
 			var err error
-			dec, err = view.Guard(ctx, "billing-7", "crm.lookup", json.RawMessage(`{"user_id":"u-42"}`), publisher.GuardOptions{})
+			dec, err = view.Guard(ctx, "billing-7", "crm.lookup", json.RawMessage(`{"user_id":"u-42"}`), agent.GuardOptions{})
 			return err == nil && dec.Migrated && string(dec.Arguments) == `{"userId":"u-42"}` && dec.Fits
 		})
 		for _, bucket := range []string{"toolsentry-directives", "toolsentry-baselines", "toolsentry-usage"} {
-			kv, err := agent.KeyValue(ctx, bucket)
+			kv, err := agentJS.KeyValue(ctx, bucket)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -314,7 +314,7 @@ func TestDeployAccountsPermissions(t *testing.T) {
 		for _, kind := range []string{"baseline_accepted", "baseline_reset", "agent_migrated", "agent_forgotten"} {
 			subj := "toolsentry.telemetry." + kind + ".crm=2Elookup"
 			c, cc := short()
-			_, err := agent.Publish(c, subj, []byte(`{}`))
+			_, err := agentJS.Publish(c, subj, []byte(`{}`))
 			cc()
 			if err == nil {
 				t.Errorf("agent published on %s", subj)

@@ -37,7 +37,7 @@ import (
 	"github.com/toolsentry/toolsentry/consumer/core"
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
-	"github.com/toolsentry/toolsentry/publisher"
+	"github.com/toolsentry/toolsentry/publisher/agent"
 )
 
 //go:embed openapi.json
@@ -55,7 +55,7 @@ type api struct {
 	names events.Names
 	// directives returns the view of every directive that POST /v1/guard
 	// also answers from (guardHandler.viewFor).
-	directives func(context.Context) (*publisher.DirectiveView, error)
+	directives func(context.Context) (*agent.DirectiveView, error)
 }
 
 // apiRoutes are the patterns mountAPI registers (and the OpenAPI test
@@ -680,9 +680,9 @@ func (a *api) compositionGuard(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d, err := v.Workflow(r.Context(), req.AgentID, req.CompositionID)
-	var halt *publisher.HaltError
+	var halt *agent.HaltError
 	switch {
-	case errors.Is(err, publisher.ErrNoDirective):
+	case errors.Is(err, agent.ErrNoDirective):
 		writeJSON(w, http.StatusNotFound, apiError{Error: err.Error() + ": no composition verdict yet"})
 		return
 	case err != nil && !errors.As(err, &halt):

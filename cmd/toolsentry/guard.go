@@ -9,7 +9,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/toolsentry/toolsentry/publisher"
+	"github.com/toolsentry/toolsentry/publisher/agent"
 )
 
 func init() {
@@ -85,7 +85,7 @@ Examples:
 func runGuard(ctx context.Context, args []string, sio stdio) error {
 	fs := flag.NewFlagSet("guard", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	agent := fs.String("agent", "", "")
+	agentID := fs.String("agent", "", "")
 	bindEnv(fs, "agent", "TOOLSENTRY_AGENT")
 	tool := fs.String("tool", "", "")
 	server := fs.String("server", "", "")
@@ -101,7 +101,7 @@ func runGuard(ctx context.Context, args []string, sio stdio) error {
 	switch {
 	case len(pos) != 0:
 		return usageErrorf("guard takes no arguments, got %q: the call's arguments come on standard input", pos)
-	case *agent == "":
+	case *agentID == "":
 		return usageErrorf("guard needs --agent")
 	case *tool == "":
 		return usageErrorf("guard needs --tool")
@@ -119,7 +119,7 @@ func runGuard(ctx context.Context, args []string, sio stdio) error {
 	if len(body) > maxGuardBody {
 		return usageErrorf("the arguments are longer than %d bytes", maxGuardBody)
 	}
-	reqBody, err := json.Marshal(map[string]any{"agent_id": *agent, "tool_id": *tool, "server": *server, "arguments": json.RawMessage(body), "schema_fingerprint": *fingerprint})
+	reqBody, err := json.Marshal(map[string]any{"agent_id": *agentID, "tool_id": *tool, "server": *server, "arguments": json.RawMessage(body), "schema_fingerprint": *fingerprint})
 	if err != nil {
 		return usageErrorf("the arguments on standard input are not JSON: %v", err)
 	}
@@ -135,13 +135,13 @@ func runGuard(ctx context.Context, args []string, sio stdio) error {
 		return err
 	}
 	defer nc.Close()
-	view, err := publisher.WatchDirectives(ctx, js, names, publisher.ViewOptions{Agent: *agent, ProbeInterval: -1})
+	view, err := agent.WatchDirectives(ctx, js, names, agent.ViewOptions{Agent: *agentID, ProbeInterval: -1})
 	if err != nil {
 		return conn.notProvisioned(err, "bucket "+names.DirectivesBucket())
 	}
 	defer view.Close()
 	resp, halted, err := decideGuard(ctx, view, req)
-	if errors.Is(err, publisher.ErrBadPayload) {
+	if errors.Is(err, agent.ErrBadPayload) {
 		return usageErrorf("%v", err)
 	}
 	if err != nil {
@@ -161,7 +161,7 @@ func runGuard(ctx context.Context, args []string, sio stdio) error {
 	}
 	if halted {
 		fmt.Fprintf(sio.err, "toolsentry: HALT %s for agent %s: %s\n  verdict %s, manifest digest %s\n  %s\n",
-			req.ToolID, *agent, resp.Directive, resp.Verdict, resp.ManifestDigest, resp.Reason)
+			req.ToolID, *agentID, resp.Directive, resp.Verdict, resp.ManifestDigest, resp.Reason)
 		return errExit(exitHalt)
 	}
 	return nil

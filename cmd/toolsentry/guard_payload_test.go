@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolsentry/toolsentry/events"
-	"github.com/toolsentry/toolsentry/publisher"
+	"github.com/toolsentry/toolsentry/publisher/agent"
 )
 
 // TestGuardAnswersThePayload reproduces issue 18 §2 through `toolsentry
@@ -40,25 +40,25 @@ func TestGuardAnswersThePayload(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	agent, err := publisher.NewAgent(ctx, nc, publisher.AgentOptions{AgentID: "triage-bot"})
+	client, err := agent.NewAgent(ctx, nc, agent.AgentOptions{AgentID: "triage-bot"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer agent.Close(ctx)
+	defer client.Close(ctx)
 	drift := func(tool, oldSchema, newSchema, used string) {
 		t.Helper()
 		observe(tool+"-1", tool, oldSchema)
-		published := agent.Stats().Published
-		if err := agent.Emit(publisher.Invocation{Tool: tool, Arguments: json.RawMessage(used)}); err != nil {
+		published := client.Stats().Published
+		if err := client.Emit(agent.Invocation{Tool: tool, Arguments: json.RawMessage(used)}); err != nil {
 			t.Fatal(err)
 		}
-		consumerWait(t, func() bool { return agent.Stats().Published == published+1 })
+		consumerWait(t, func() bool { return client.Stats().Published == published+1 })
 		observe(tool+"-2", tool, newSchema)
 		consumerWait(t, func() bool {
 			// Halted, and judged against the version the directive is
 			// about (the baselines watch may trail the directives').
-			d, err := agent.Decide(ctx, tool, json.RawMessage(used))
-			return errors.Is(err, publisher.ErrHalt) && d.Directive != nil && d.CurrentFingerprint == d.Directive.ToFingerprint
+			d, err := client.Decide(ctx, tool, json.RawMessage(used))
+			return errors.Is(err, agent.ErrHalt) && d.Directive != nil && d.CurrentFingerprint == d.Directive.ToFingerprint
 		})
 	}
 	cli := func(tool, payload string) (string, string, int) {
@@ -90,13 +90,13 @@ func TestGuardAnswersThePayload(t *testing.T) {
 	// The agent moves on to perPage: its calls fit the current schema, so
 	// it is integrated (a SCHEMA_MATCH of its own), its directive says
 	// PROCEED, and replay re-derives that verdict.
-	published := agent.Stats().Published
-	if err := agent.Emit(publisher.Invocation{Tool: "search_issues", Arguments: json.RawMessage(fresh)}); err != nil {
+	published := client.Stats().Published
+	if err := client.Emit(agent.Invocation{Tool: "search_issues", Arguments: json.RawMessage(fresh)}); err != nil {
 		t.Fatal(err)
 	}
-	consumerWait(t, func() bool { return agent.Stats().Published == published+1 })
+	consumerWait(t, func() bool { return client.Stats().Published == published+1 })
 	consumerWait(t, func() bool {
-		d, err := agent.Decide(ctx, "search_issues", json.RawMessage(`{"q":"x","per_page":5,"state":"open"}`))
+		d, err := client.Decide(ctx, "search_issues", json.RawMessage(`{"q":"x","per_page":5,"state":"open"}`))
 		return err == nil && d.Directive != nil && d.Directive.Verdict.Name == "SCHEMA_MATCH" && d.Directive.AgentID == "triage-bot" && d.Directive.Action == "PROCEED"
 	})
 	if out, errOut, code := runCtx(ctx, "", "replay", "--nats-url", s.natsURL); code != 0 || !strings.Contains(out, "RESULT: every verdict matches") {
@@ -107,7 +107,7 @@ func TestGuardAnswersThePayload(t *testing.T) {
 	if out, errOut, code := runCtx(ctx, "", "baseline", "accept", "search_issues", "--nats-url", s.natsURL); code != 0 {
 		t.Fatalf("baseline accept: exit %d, %q, %s", code, out, errOut)
 	}
-	consumerWait(t, func() bool { st, ok := agent.View().ToolState("search_issues"); return ok && !st.Held })
+	consumerWait(t, func() bool { st, ok := client.View().ToolState("search_issues"); return ok && !st.Held })
 	if out, errOut, code := cli("search_issues", fresh); code != 0 || out != fresh+"\n" {
 		t.Errorf("after accept, guard < %s: exit %d, %q, %s", fresh, code, out, errOut)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolsentry/toolsentry/events"
-	"github.com/toolsentry/toolsentry/publisher"
+	"github.com/toolsentry/toolsentry/publisher/agent"
 )
 
 func postGuard(t *testing.T, addr, body string) (int, map[string]any) {
@@ -57,11 +57,11 @@ func TestGuardThreeWaysAgree(t *testing.T) {
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	agent, err := publisher.NewAgent(ctx, nc, publisher.AgentOptions{AgentID: "billing-7"})
+	client, err := agent.NewAgent(ctx, nc, agent.AgentOptions{AgentID: "billing-7"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer agent.Close(ctx)
+	defer client.Close(ctx)
 	var names events.Names
 	observe := func(id, schema string) {
 		t.Helper()
@@ -76,13 +76,13 @@ func TestGuardThreeWaysAgree(t *testing.T) {
 	}
 	const args = `{"user_id":"u-42","limit":5}`
 	observe("o1", `{"type":"object","properties":{"user_id":{"type":"string"},"limit":{"type":"integer"}}}`)
-	if err := agent.Emit(publisher.Invocation{Tool: "crm.lookup", Arguments: json.RawMessage(args)}); err != nil {
+	if err := client.Emit(agent.Invocation{Tool: "crm.lookup", Arguments: json.RawMessage(args)}); err != nil {
 		t.Fatal(err)
 	}
-	consumerWait(t, func() bool { return agent.Stats().Published == 1 })
+	consumerWait(t, func() bool { return client.Stats().Published == 1 })
 	observe("o2", `{"type":"object","properties":{"userId":{"type":"string"},"limit":{"type":"integer"}}}`)
 	consumerWait(t, func() bool {
-		d, err := agent.Decide(ctx, "crm.lookup", json.RawMessage(args))
+		d, err := client.Decide(ctx, "crm.lookup", json.RawMessage(args))
 		return err == nil && d.Migrated
 	})
 
@@ -94,13 +94,13 @@ func TestGuardThreeWaysAgree(t *testing.T) {
 	}
 	ask := func(tool, payload string) (goAns, httpAns, cliAns answer) {
 		t.Helper()
-		out, err := agent.Guard(ctx, tool, json.RawMessage(payload))
-		dec, _ := agent.Decide(ctx, tool, json.RawMessage(payload))
+		out, err := client.Guard(ctx, tool, json.RawMessage(payload))
+		dec, _ := client.Decide(ctx, tool, json.RawMessage(payload))
 		goAns = answer{code: 200, arguments: string(out), action: string(dec.Action)}
 		if dec.Directive != nil {
 			goAns.digest = dec.Directive.Verdict.ManifestDigest
 		}
-		var halt *publisher.HaltError
+		var halt *agent.HaltError
 		if errors.As(err, &halt) {
 			goAns = answer{code: 409, action: "HALT", digest: halt.ManifestDigest()}
 		} else if err != nil {
@@ -157,7 +157,7 @@ func TestGuardThreeWaysAgree(t *testing.T) {
 		t.Errorf("baseline accept: exit %d, %q, %s", code, out, errOut)
 	}
 	consumerWait(t, func() bool {
-		d, err := agent.Decide(ctx, "crm.lookup", json.RawMessage(args))
+		d, err := client.Decide(ctx, "crm.lookup", json.RawMessage(args))
 		return err == nil && d.Directive != nil && d.Directive.AcceptedFingerprint != "" && !d.Directive.Held
 	})
 	check("rename after accept", answer{code: 200, arguments: `{"limit":5,"userId":"u-42"}`, action: "MIGRATE", digest: "*"}, "crm.lookup", args)
@@ -165,8 +165,8 @@ func TestGuardThreeWaysAgree(t *testing.T) {
 	// limit goes: the agent sends it, nothing can carry it over.
 	observe("o3", `{"type":"object","properties":{"userId":{"type":"string"}}}`)
 	consumerWait(t, func() bool {
-		_, err := agent.Guard(ctx, "crm.lookup", json.RawMessage(args))
-		return errors.Is(err, publisher.ErrHalt)
+		_, err := client.Guard(ctx, "crm.lookup", json.RawMessage(args))
+		return errors.Is(err, agent.ErrHalt)
 	})
 	// serve's own view of the directives (POST /v1/guard) follows the
 	// bucket as the agent's does, not necessarily at the same moment.

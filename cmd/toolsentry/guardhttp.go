@@ -2,7 +2,7 @@ package main
 
 // POST /v1/guard on serve's --http address: the agent's Guard for agents in
 // other languages. It answers with the same code as the Go client
-// (publisher.DirectiveView.Guard), from a local view of every directive.
+// (agent.DirectiveView.Guard), from a local view of every directive.
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ import (
 
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
-	"github.com/toolsentry/toolsentry/publisher"
+	"github.com/toolsentry/toolsentry/publisher/agent"
 )
 
 // maxGuardBody bounds a /v1/guard request body.
@@ -38,7 +38,7 @@ type guardRequest struct {
 	Server    string          `json:"server,omitempty"`
 	Arguments json.RawMessage `json:"arguments"`
 	// SchemaFingerprint, optional, is the tool version the agent
-	// integrated against (publisher.GuardOptions.Fingerprint).
+	// integrated against (agent.GuardOptions.Fingerprint).
 	SchemaFingerprint string `json:"schema_fingerprint,omitempty"`
 }
 
@@ -108,9 +108,9 @@ func decodeGuardRequest(body []byte) (guardRequest, error) {
 
 // decideGuard runs the client's Guard and shapes its answer: the response
 // and whether it is a HALT. Any other error is returned.
-func decideGuard(ctx context.Context, v *publisher.DirectiveView, req guardRequest) (guardResponse, bool, error) {
-	dec, err := v.Guard(ctx, req.AgentID, req.ToolID, req.Arguments, publisher.GuardOptions{Fingerprint: req.SchemaFingerprint})
-	var halt *publisher.HaltError
+func decideGuard(ctx context.Context, v *agent.DirectiveView, req guardRequest) (guardResponse, bool, error) {
+	dec, err := v.Guard(ctx, req.AgentID, req.ToolID, req.Arguments, agent.GuardOptions{Fingerprint: req.SchemaFingerprint})
+	var halt *agent.HaltError
 	if err != nil && !errors.As(err, &halt) {
 		return guardResponse{}, false, err
 	}
@@ -164,7 +164,7 @@ type guardHandler struct {
 	names events.Names
 
 	mu   sync.Mutex
-	view *publisher.DirectiveView
+	view *agent.DirectiveView
 }
 
 // newGuardHandler returns the handler of POST /v1/guard for serve.
@@ -173,7 +173,7 @@ func newGuardHandler(ctx context.Context, nc *nats.Conn, prefix string) http.Han
 	return &guardHandler{ctx: ctx, nc: nc, names: names}
 }
 
-func (h *guardHandler) viewFor(ctx context.Context) (*publisher.DirectiveView, error) {
+func (h *guardHandler) viewFor(ctx context.Context) (*agent.DirectiveView, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.view != nil {
@@ -185,7 +185,7 @@ func (h *guardHandler) viewFor(ctx context.Context) (*publisher.DirectiveView, e
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	v, err := publisher.WatchDirectives(ctx, js, h.names, publisher.ViewOptions{})
+	v, err := agent.WatchDirectives(ctx, js, h.names, agent.ViewOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +229,7 @@ func (h *guardHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	resp, halted, err := decideGuard(r.Context(), v, req)
 	switch {
-	case errors.Is(err, publisher.ErrBadPayload):
+	case errors.Is(err, agent.ErrBadPayload):
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 	case err != nil:
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})

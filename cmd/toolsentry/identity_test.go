@@ -14,7 +14,7 @@ import (
 
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
-	"github.com/toolsentry/toolsentry/publisher"
+	"github.com/toolsentry/toolsentry/publisher/agent"
 )
 
 // A GitHub-like and a Jira-like MCP server that both list get_issue.
@@ -73,20 +73,20 @@ func TestServeTwoServersGetIssue(t *testing.T) {
 		})
 	}
 
-	agent, err := publisher.NewAgent(ctx, nc, publisher.AgentOptions{AgentID: "triage-bot"})
+	client, err := agent.NewAgent(ctx, nc, agent.AgentOptions{AgentID: "triage-bot"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer agent.Close(ctx)
+	defer client.Close(ctx)
 
 	emitList("github", githubToolsList)
 	waitVerdict("github/get_issue is new", func(sv *events.SchemaVerdict) bool {
 		return sv.ToolID == "github/get_issue" && sv.Verdict == guards.NoBaseline
 	})
-	if err := agent.Emit(publisher.Invocation{Server: "github", Tool: "get_issue", Arguments: json.RawMessage(githubCall), Outcome: &events.Outcome{Status: "ok"}}); err != nil {
+	if err := client.Emit(agent.Invocation{Server: "github", Tool: "get_issue", Arguments: json.RawMessage(githubCall), Outcome: &events.Outcome{Status: "ok"}}); err != nil {
 		t.Fatal(err)
 	}
-	consumerWait(t, func() bool { return agent.Stats().Published == 1 })
+	consumerWait(t, func() bool { return client.Stats().Published == 1 })
 	emitList("jira", jiraToolsList)
 	waitVerdict("jira/get_issue is new", func(sv *events.SchemaVerdict) bool {
 		return sv.ToolID == "jira/get_issue" && sv.Verdict == guards.NoBaseline
@@ -106,7 +106,7 @@ func TestServeTwoServersGetIssue(t *testing.T) {
 
 	const migrated = `{"issueNumber":42,"owner":"acme","repo":"web"}`
 	consumerWait(t, func() bool {
-		d, err := agent.Decide(ctx, "github/get_issue", json.RawMessage(githubCall))
+		d, err := client.Decide(ctx, "github/get_issue", json.RawMessage(githubCall))
 		return err == nil && d.Migrated
 	})
 	for _, body := range []string{
@@ -128,7 +128,7 @@ func TestServeTwoServersGetIssue(t *testing.T) {
 	if out, errOut, code := runCtx(ctx, jira, "guard", "--agent", "triage-bot", "--server", "jira", "--tool", "get_issue", "--nats-url", s.natsURL); code != 0 || out != jira+"\n" {
 		t.Errorf("guard --server jira: exit %d, %q, %s", code, out, errOut)
 	}
-	if _, err := agent.Guard(ctx, "jira/get_issue", json.RawMessage(jira)); errors.Is(err, publisher.ErrHalt) {
+	if _, err := client.Guard(ctx, "jira/get_issue", json.RawMessage(jira)); errors.Is(err, agent.ErrHalt) {
 		t.Errorf("Guard of jira/get_issue: %v", err)
 	}
 	// A bad server is a bad request.

@@ -17,7 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/toolsentry/toolsentry/events"
-	"github.com/toolsentry/toolsentry/publisher"
+	"github.com/toolsentry/toolsentry/publisher/agent"
 	"github.com/toolsentry/toolsentry/publisher/mcpproxy"
 )
 
@@ -119,7 +119,7 @@ const mcpProxyShutdown = 5 * time.Second
 
 func runMCPProxy(ctx context.Context, args []string, sio stdio) error {
 	fs := flag.NewFlagSet("mcp-proxy", flag.ContinueOnError)
-	agent := fs.String("agent", "", "")
+	agentID := fs.String("agent", "", "")
 	bindEnv(fs, "agent", "TOOLSENTRY_MCP_AGENT")
 	server := fs.String("server", "", "")
 	bindEnv(fs, "server", "TOOLSENTRY_MCP_SERVER")
@@ -148,7 +148,7 @@ func runMCPProxy(ctx context.Context, args []string, sio stdio) error {
 	if _, err := conn.options("toolsentry mcp-proxy"); err != nil {
 		return err
 	}
-	if (*applyMigrations || *haltOnDrift) && *agent == "" {
+	if (*applyMigrations || *haltOnDrift) && *agentID == "" {
 		return usageErrorf("--apply-migrations and --halt-on-drift need --agent NAME: the directives in force are the agent's")
 	}
 	if *relistAfter == 0 {
@@ -162,7 +162,7 @@ func runMCPProxy(ctx context.Context, args []string, sio stdio) error {
 
 	cfg := mcpproxy.Config{
 		Names:          names,
-		Agent:          *agent,
+		Agent:          *agentID,
 		Server:         *server,
 		FallbackServer: filepath.Base(argv[0]),
 		Source:         *source,
@@ -184,7 +184,7 @@ func runMCPProxy(ctx context.Context, args []string, sio stdio) error {
 		}
 		cfg.Sink = sink
 		if *applyMigrations || *haltOnDrift {
-			agentClient, err := publisher.NewAgent(ctx, nc, publisher.AgentOptions{AgentID: *agent, Names: names})
+			agentClient, err := agent.NewAgent(ctx, nc, agent.AgentOptions{AgentID: *agentID, Names: names})
 			if err != nil {
 				fmt.Fprintf(sio.err, "toolsentry mcp-proxy: directives unavailable (%v): calls are forwarded as they are\n", err)
 			} else {
@@ -246,16 +246,16 @@ func mcpProxySummary(ctx context.Context, sio stdio, proxy *mcpproxy.Proxy, sink
 	log.Info().Int64("observations", ps.Observations).Int64("invocations", ps.Invocations).Int64("relists", ps.Relists).Msg("mcp-proxy: session over, telemetry published")
 }
 
-// directiveHook adapts the agent client's guard (publisher.Agent.Hook) to
+// directiveHook adapts the agent client's guard (agent.Agent.Hook) to
 // the proxy's call hook: a payload rewritten by the migration in force, or
 // a HALT answered to the client as a JSON-RPC error that names the
 // directive, its verdict and manifest digest. Any other failure of the
 // guard lets the call through unchanged: a broken guard never breaks the
 // agent.
-func directiveHook(guard publisher.CallHook) mcpproxy.CallHook {
+func directiveHook(guard agent.CallHook) mcpproxy.CallHook {
 	return func(ctx context.Context, call mcpproxy.Call) (json.RawMessage, *mcpproxy.HaltError, error) {
 		args, err := guard(ctx, call.ToolID, call.Arguments)
-		var halt *publisher.HaltError
+		var halt *agent.HaltError
 		switch {
 		case errors.As(err, &halt):
 			data, _ := json.Marshal(map[string]string{
@@ -274,12 +274,12 @@ func directiveHook(guard publisher.CallHook) mcpproxy.CallHook {
 
 // listedHook tells the agent's guard of every tool the server lists, before
 // the client sees the list: a silently upgraded tool is judged at once, so
-// the agent's very first call is migrated or halted (publisher.Agent.Listed).
-func listedHook(agent *publisher.Agent) mcpproxy.ListHook {
+// the agent's very first call is migrated or halted (agent.Agent.Listed).
+func listedHook(client *agent.Agent) mcpproxy.ListHook {
 	return func(ctx context.Context, server string, tools []events.MCPTool) {
 		for _, t := range tools {
 			id := events.QualifiedToolID(server, t.Name)
-			d, err := agent.Listed(id, t)
+			d, err := client.Listed(id, t)
 			switch {
 			case err != nil:
 				zerolog.Ctx(ctx).Debug().Err(err).Str("tool", id).Msg("mcp-proxy: listed tool not judged")

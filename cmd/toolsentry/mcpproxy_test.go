@@ -19,7 +19,7 @@ import (
 	"github.com/toolsentry/toolsentry/consumer/natstest"
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
-	"github.com/toolsentry/toolsentry/publisher"
+	"github.com/toolsentry/toolsentry/publisher/agent"
 	"github.com/toolsentry/toolsentry/publisher/mcpproxy"
 	"github.com/toolsentry/toolsentry/publisher/mcpproxy/mcptest"
 )
@@ -352,12 +352,12 @@ func TestMCPProxyAppliesMigrationInForce(t *testing.T) {
 // becomes the JSON-RPC error the client receives, naming the directive and
 // its digest; a rewrite passes through; another failure lets the call go on.
 func TestDirectiveHookAnswersHaltsAsMCPErrors(t *testing.T) {
-	halt := &publisher.HaltError{Agent: "billing-bot", Tool: "lookup_user", Directive: events.Directive{
+	halt := &agent.HaltError{Agent: "billing-bot", Tool: "lookup_user", Directive: events.Directive{
 		Action: guards.ActionHalt, Directive: "HALT: Drift on used fields ['user_id']. Apply migration.",
 		Verdict: events.VerdictRef{Name: "DRIFT_ON_USED_FIELDS", ManifestDigest: "abc123"},
 	}}
 	for name, tc := range map[string]struct {
-		guard    publisher.CallHook
+		guard    agent.CallHook
 		wantArgs string
 		wantHalt bool
 		wantErr  bool

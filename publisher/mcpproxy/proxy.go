@@ -78,7 +78,7 @@ type Config struct {
 	// ListHook, when set, sees every tools/list result page the server
 	// answers (the client's and the proxy's own), before the client gets
 	// it and so before the agent's next call: a guard judges a version it
-	// has just been shown (publisher.Agent.Listed) without waiting for
+	// has just been shown (agent.Agent.Listed) without waiting for
 	// serve's verdict. It runs on the server's reading goroutine: keep it
 	// quick.
 	ListHook ListHook

@@ -1,4 +1,4 @@
-package publisher_test
+package agent_test
 
 import (
 	"context"
@@ -13,14 +13,14 @@ import (
 
 	"github.com/toolsentry/toolsentry/consumer/natstest"
 	"github.com/toolsentry/toolsentry/events"
-	"github.com/toolsentry/toolsentry/publisher"
+	"github.com/toolsentry/toolsentry/publisher/agent"
 )
 
 // mcpTap is what an MCP proxy does around a client session, in a few
 // lines: it reports every tools/list result as a schema observation, runs
 // the agent's hook on every tools/call, and emits the call's telemetry. The
 // server is "crm": its tools are crm/<name> (events.QualifiedToolID).
-func mcpTap(t *testing.T, l *loop, agent *publisher.Agent, hook publisher.CallHook) mcp.Middleware {
+func mcpTap(t *testing.T, l *loop, ag *agent.Agent, hook agent.CallHook) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			switch method {
@@ -36,7 +36,7 @@ func mcpTap(t *testing.T, l *loop, agent *publisher.Agent, hook publisher.CallHo
 				}
 				p.Arguments = sent
 				res, err := next(ctx, method, req)
-				_ = agent.Emit(publisher.Invocation{Tool: events.QualifiedToolID("crm", p.Name), Arguments: args, Outcome: &events.Outcome{Status: "ok"}})
+				_ = ag.Emit(agent.Invocation{Tool: events.QualifiedToolID("crm", p.Name), Arguments: args, Outcome: &events.Outcome{Status: "ok"}})
 				return res, err
 			case "tools/list":
 				res, err := next(ctx, method, req)
@@ -67,7 +67,7 @@ func mcpTap(t *testing.T, l *loop, agent *publisher.Agent, hook publisher.CallHo
 // error naming the directive.
 func TestAgentHookInMCPClient(t *testing.T) {
 	l := startLoop(t)
-	agent := l.agent("claude-desktop", publisher.AgentOptions{})
+	ag := l.agent("claude-desktop", agent.AgentOptions{})
 
 	var mu sync.Mutex
 	var received []string
@@ -84,7 +84,7 @@ func TestAgentHookInMCPClient(t *testing.T) {
 	setTool(`{"type":"object","properties":{"user_id":{"type":"string"},"limit":{"type":"integer"}}}`)
 
 	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
-	client.AddSendingMiddleware(mcpTap(t, l, agent, agent.Hook(true, true)))
+	client.AddSendingMiddleware(mcpTap(t, l, ag, ag.Hook(true, true)))
 	ct, st := mcp.NewInMemoryTransports()
 	ctx, cancel := context.WithTimeout(l.ctx, 60*time.Second)
 	defer cancel()
@@ -117,14 +117,14 @@ func TestAgentHookInMCPClient(t *testing.T) {
 	if got := last(); got != `{"limit":5,"user_id":"alice@example.com"}` {
 		t.Errorf("first call reached the server as %s", got)
 	}
-	natstest.Eventually(t, 10*time.Second, "telemetry published", func() bool { return agent.Stats().Published == 1 })
+	natstest.Eventually(t, 10*time.Second, "telemetry published", func() bool { return ag.Stats().Published == 1 })
 
 	setTool(`{"type":"object","properties":{"userId":{"type":"string"},"limit":{"type":"integer"}}}`)
 	if _, err := cs.ListTools(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 	natstest.Eventually(t, 20*time.Second, "the rename's directive", func() bool {
-		d, err := agent.Decide(ctx, "crm/lookup", json.RawMessage(`{"user_id":"u"}`))
+		d, err := ag.Decide(ctx, "crm/lookup", json.RawMessage(`{"user_id":"u"}`))
 		return err == nil && d.Migrated
 	})
 	if err := call(); err != nil {
@@ -142,8 +142,8 @@ func TestAgentHookInMCPClient(t *testing.T) {
 	// watches: until the directive arrives, the payload check already
 	// halts the call under the rename's MIGRATE. Wait for the removal's own.
 	natstest.Eventually(t, 20*time.Second, "the removal's HALT", func() bool {
-		_, err := agent.Guard(ctx, "crm/lookup", json.RawMessage(`{"user_id":"u","limit":5}`))
-		return errors.Is(err, publisher.ErrHalt) && strings.Contains(err.Error(), "['limit', 'user_id']")
+		_, err := ag.Guard(ctx, "crm/lookup", json.RawMessage(`{"user_id":"u","limit":5}`))
+		return errors.Is(err, agent.ErrHalt) && strings.Contains(err.Error(), "['limit', 'user_id']")
 	})
 	n := len(received)
 	err = call()

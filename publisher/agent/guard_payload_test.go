@@ -1,4 +1,4 @@
-package publisher_test
+package agent_test
 
 import (
 	"encoding/json"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/toolsentry/toolsentry/consumer/natstest"
 	"github.com/toolsentry/toolsentry/guards"
-	"github.com/toolsentry/toolsentry/publisher"
+	"github.com/toolsentry/toolsentry/publisher/agent"
 )
 
 const (
@@ -25,16 +25,16 @@ const (
 // over goes migrated, and one that fits neither is halted with the reason.
 func TestGuardJudgesThePayload(t *testing.T) {
 	l := startLoop(t)
-	a := l.agent("triage-bot", publisher.AgentOptions{})
+	a := l.agent("triage-bot", agent.AgentOptions{})
 	const tool = "search_issues"
 	l.observe(tool, searchV1)
-	if err := a.Emit(publisher.Invocation{Tool: tool, Arguments: json.RawMessage(`{"q":"x","per_page":5,"state":"open"}`)}); err != nil {
+	if err := a.Emit(agent.Invocation{Tool: tool, Arguments: json.RawMessage(`{"q":"x","per_page":5,"state":"open"}`)}); err != nil {
 		t.Fatal(err)
 	}
 	natstest.Eventually(t, 10*time.Second, "invocation published", func() bool { return a.Stats().Published == 1 })
 	l.observe(tool, searchV2)
 	_, err := waitGuard(t, a, tool, `{"q":"x","per_page":5,"state":"open"}`, "the old payload halts", func(_ json.RawMessage, err error) bool { return err != nil })
-	var halt *publisher.HaltError
+	var halt *agent.HaltError
 	if errors.As(err, &halt) {
 		// The baselines watch may trail the directives': until the view
 		// holds the version the directive is about, the directive applies
@@ -76,19 +76,19 @@ func TestGuardJudgesThePayload(t *testing.T) {
 			}
 			continue
 		}
-		if !errors.Is(err, publisher.ErrHalt) || !strings.Contains(err.Error(), c.cause) || !strings.Contains(dec.Reason, c.cause) {
+		if !errors.Is(err, agent.ErrHalt) || !strings.Contains(err.Error(), c.cause) || !strings.Contains(dec.Reason, c.cause) {
 			t.Errorf("%s: %v (reason %q), want a HALT naming %q", c.name, err, dec.Reason, c.cause)
 		}
 		if strings.Contains(err.Error(), "five") {
 			t.Errorf("%s: the error quotes the payload's value: %v", c.name, err)
 		}
 	}
-	if _, err := a.Decide(l.ctx, tool, json.RawMessage(`{"perPage":5}`)); !errors.Is(err, publisher.ErrDoesNotFit) {
+	if _, err := a.Decide(l.ctx, tool, json.RawMessage(`{"perPage":5}`)); !errors.Is(err, agent.ErrDoesNotFit) {
 		t.Errorf("a payload that fits neither way: %v, want ErrDoesNotFit", err)
 	}
 
 	// Another agent, with no directive of its own, is not judged.
-	b := l.agent("other-bot", publisher.AgentOptions{})
+	b := l.agent("other-bot", agent.AgentOptions{})
 	if d, err := b.Decide(l.ctx, tool, json.RawMessage(`{"anything":1}`)); err != nil || d.Action == guards.ActionHalt {
 		t.Errorf("no directive for the agent: %+v, %v", d, err)
 	}

@@ -1,4 +1,4 @@
-package publisher_test
+package agent_test
 
 import (
 	"context"
@@ -10,12 +10,12 @@ import (
 	"github.com/toolsentry/toolsentry/consumer/natstest"
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
-	"github.com/toolsentry/toolsentry/publisher"
+	"github.com/toolsentry/toolsentry/publisher/agent"
 )
 
 // benchAgent is an agent on an embedded server whose directive for tool
 // "rename" is a MIGRATE of user_id to userId.
-func benchAgent(b *testing.B, opts publisher.AgentOptions) *publisher.Agent {
+func benchAgent(b *testing.B, opts agent.AgentOptions) *agent.Agent {
 	b.Helper()
 	_, url := natstest.RunServer(b)
 	js := natstest.JetStream(b, url)
@@ -47,7 +47,7 @@ func benchAgent(b *testing.B, opts publisher.AgentOptions) *publisher.Agent {
 		b.Fatal(err)
 	}
 	opts.AgentID = "bench"
-	a, err := publisher.NewAgent(ctx, natstest.Connect(b, url), opts)
+	a, err := agent.NewAgent(ctx, natstest.Connect(b, url), opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func benchAgent(b *testing.B, opts publisher.AgentOptions) *publisher.Agent {
 // tool's current schema known the payload's check against it as well
 // (judged: migrated, then the result checked).
 func BenchmarkGuard(b *testing.B) {
-	a := benchAgent(b, publisher.AgentOptions{})
+	a := benchAgent(b, agent.AgentOptions{})
 	args := json.RawMessage(`{"user_id":"u-42","limit":5,"options":{"include_archived":false,"fields":["name","email"]}}`)
 	ctx := context.Background()
 	for _, c := range []struct{ name, tool string }{{"action=PROCEED", "other"}, {"action=MIGRATE", "rename"}, {"action=MIGRATE,judged", "judged"}} {
@@ -83,11 +83,11 @@ func BenchmarkGuard(b *testing.B) {
 // BenchmarkEmit is the cost Emit adds to a call (building the event, field
 // types only, and queueing it), with the publishes running behind.
 func BenchmarkEmit(b *testing.B) {
-	a := benchAgent(b, publisher.AgentOptions{QueueSize: 1 << 16})
+	a := benchAgent(b, agent.AgentOptions{QueueSize: 1 << 16})
 	args := json.RawMessage(`{"user_id":"u-42","limit":5,"options":{"include_archived":false,"fields":["name","email"]}}`)
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := a.Emit(publisher.Invocation{Tool: "crm.lookup", Arguments: args, Outcome: &events.Outcome{Status: "ok"}}); err != nil && err != publisher.ErrQueueFull {
+		if err := a.Emit(agent.Invocation{Tool: "crm.lookup", Arguments: args, Outcome: &events.Outcome{Status: "ok"}}); err != nil && err != agent.ErrQueueFull {
 			b.Fatal(err)
 		}
 	}

@@ -1,4 +1,4 @@
-package publisher
+package agent
 
 // This file answers "may I send this payload to this tool?" from a local
 // view of the directives in force (bucket toolsentry-directives, written by

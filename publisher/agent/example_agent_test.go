@@ -1,4 +1,4 @@
-package publisher_test
+package agent_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 	"github.com/toolsentry/toolsentry/consumer"
 	"github.com/toolsentry/toolsentry/events"
-	"github.com/toolsentry/toolsentry/publisher"
+	"github.com/toolsentry/toolsentry/publisher/agent"
 )
 
 // ExampleAgent closes the loop on an embedded server: the agent emits its
@@ -50,11 +50,11 @@ func ExampleAgent() {
 	defer svc.Close()
 
 	// The agent's client.
-	agent, err := publisher.NewAgent(ctx, nc, publisher.AgentOptions{AgentID: "billing-7"})
+	client, err := agent.NewAgent(ctx, nc, agent.AgentOptions{AgentID: "billing-7"})
 	if err != nil {
 		panic(err)
 	}
-	defer agent.Close(ctx)
+	defer client.Close(ctx)
 
 	observe := func(inputSchema string) { // the tool's tools/list, as an MCP proxy reports it
 		var names events.Names
@@ -70,7 +70,7 @@ func ExampleAgent() {
 	args := json.RawMessage(`{"user_id":"alice@example.com","limit":5}`)
 	until := func(ok func(json.RawMessage, error) bool) (json.RawMessage, error) {
 		for {
-			out, err := agent.Guard(ctx, "crm.lookup", args)
+			out, err := client.Guard(ctx, "crm.lookup", args)
 			if ok(out, err) {
 				return out, err
 			}
@@ -79,22 +79,22 @@ func ExampleAgent() {
 	}
 
 	observe(`{"type":"object","properties":{"user_id":{"type":"string"},"limit":{"type":"integer"}},"required":["user_id"]}`)
-	out, _ := agent.Guard(ctx, "crm.lookup", args)
+	out, _ := client.Guard(ctx, "crm.lookup", args)
 	fmt.Println("send:", string(out))
-	_ = agent.Emit(publisher.Invocation{Tool: "crm.lookup", Arguments: out, Outcome: &events.Outcome{Status: "ok"}})
-	for agent.Stats().Published < 1 {
+	_ = client.Emit(agent.Invocation{Tool: "crm.lookup", Arguments: out, Outcome: &events.Outcome{Status: "ok"}})
+	for client.Stats().Published < 1 {
 		time.Sleep(10 * time.Millisecond)
 	}
 
 	observe(`{"type":"object","properties":{"userId":{"type":"string"},"limit":{"type":"integer"}},"required":["userId"]}`)
 	out, _ = until(func(out json.RawMessage, err error) bool { return err == nil && string(out) != string(args) })
 	fmt.Println("send:", string(out))
-	dec, _ := agent.Decide(ctx, "crm.lookup", args)
+	dec, _ := client.Decide(ctx, "crm.lookup", args)
 	fmt.Println(dec.Directive.Action, dec.Directive.Verdict.Name)
 
 	observe(`{"type":"object","properties":{"userId":{"type":"string"}},"required":["userId"]}`)
 	_, err = until(func(_ json.RawMessage, err error) bool { return err != nil })
-	var halt *publisher.HaltError
+	var halt *agent.HaltError
 	if errors.As(err, &halt) {
 		fmt.Println(halt.Directive.Action, halt.Directive.Directive)
 		fmt.Println(halt.Directive.Reason)

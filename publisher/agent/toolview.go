@@ -1,4 +1,4 @@
-package publisher
+package agent
 
 // This file follows the tools' schema state (bucket toolsentry-baselines,
 // written by each tool's lane) so that Guard judges a payload against the

@@ -1,4 +1,4 @@
-package publisher_test
+package agent_test
 
 import (
 	"encoding/json"
@@ -10,7 +10,7 @@ import (
 	"github.com/toolsentry/toolsentry/consumer/natstest"
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
-	"github.com/toolsentry/toolsentry/publisher"
+	"github.com/toolsentry/toolsentry/publisher/agent"
 )
 
 // TestListedProtectsTheFirstCall is issue 18 §5 in the Go client: the
@@ -20,12 +20,12 @@ import (
 // migration and digest.
 func TestListedProtectsTheFirstCall(t *testing.T) {
 	l := startLoop(t)
-	a := l.agent("triage-bot", publisher.AgentOptions{})
+	a := l.agent("triage-bot", agent.AgentOptions{})
 	const tool = "search_issues"
 	const old = `{"q":"x","per_page":30}`
 	renamed := `{"type":"object","properties":{"q":{"type":"string"},"perPage":{"type":"integer"}},"required":["q"]}`
 	l.observe(tool, `{"type":"object","properties":{"q":{"type":"string"},"per_page":{"type":"integer"}},"required":["q"]}`)
-	if err := a.Emit(publisher.Invocation{Tool: tool, Arguments: json.RawMessage(old)}); err != nil {
+	if err := a.Emit(agent.Invocation{Tool: tool, Arguments: json.RawMessage(old)}); err != nil {
 		t.Fatal(err)
 	}
 	listed := events.MCPTool{Name: tool, InputSchema: json.RawMessage(renamed)}
@@ -50,7 +50,7 @@ func TestListedProtectsTheFirstCall(t *testing.T) {
 
 	// serve sees the same tools/list: its verdict agrees.
 	var names events.Names
-	l.publish(names.NewSchemaObserved(meta(), events.SchemaObserved{ToolID: tool, Version: publisher.ListedVersion, Tool: &listed}))
+	l.publish(names.NewSchemaObserved(meta(), events.SchemaObserved{ToolID: tool, Version: agent.ListedVersion, Tool: &listed}))
 	var served events.Directive
 	natstest.Eventually(t, 20*time.Second, "serve's directive about the listed version", func() bool {
 		d, ok := a.View().Lookup("triage-bot", tool)
@@ -90,7 +90,7 @@ func TestListedProtectsTheFirstCall(t *testing.T) {
 // drift for the paths it sends.
 func TestListedJudgesAnAgentWithoutUsageByItsPayload(t *testing.T) {
 	l := startLoop(t)
-	a := l.agent("new-bot", publisher.AgentOptions{})
+	a := l.agent("new-bot", agent.AgentOptions{})
 	const tool = "search_issues"
 	l.observe(tool, `{"type":"object","properties":{"q":{"type":"string"},"per_page":{"type":"integer"}},"required":["q"]}`)
 	listed := events.MCPTool{Name: tool, InputSchema: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"},"perPage":{"type":"integer"}},"required":["q"]}`)}

@@ -1,4 +1,4 @@
-package publisher
+package agent
 
 // This file is the client that agents embed: it emits their invocation
 // telemetry off the call path, and guards their calls by the directives in
@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolsentry/toolsentry/events"
+	"github.com/toolsentry/toolsentry/publisher"
 )
 
 // ErrQueueFull is returned by Agent.Emit when the telemetry queue is full
@@ -57,7 +58,7 @@ type AgentOptions struct {
 	BatchSize int
 	// Publisher bounds the publishes in flight and how long one waits for
 	// its acknowledgement before it counts as failed (default 256, 5s).
-	Publisher Options
+	Publisher publisher.Options
 	// ProbeInterval: see DefaultProbeInterval.
 	ProbeInterval time.Duration
 }
@@ -117,11 +118,11 @@ type Invocation struct {
 // asynchronously, Guard and Workflow answer from a local view of its
 // directives. Safe for concurrent use.
 //
-//	agent, _ := publisher.NewAgent(ctx, nc, publisher.AgentOptions{AgentID: "billing-7"})
-//	defer agent.Close(ctx)
-//	args, err := agent.Guard(ctx, "crm.lookup", args) // rewritten by the migration in force, or a *HaltError
+//	client, _ := agent.NewAgent(ctx, nc, agent.AgentOptions{AgentID: "billing-7"})
+//	defer client.Close(ctx)
+//	args, err := client.Guard(ctx, "crm.lookup", args) // rewritten by the migration in force, or a *HaltError
 //	... call the tool with args ...
-//	agent.Emit(publisher.Invocation{Tool: "crm.lookup", Arguments: args, Outcome: &events.Outcome{Status: "ok"}})
+//	client.Emit(agent.Invocation{Tool: "crm.lookup", Arguments: args, Outcome: &events.Outcome{Status: "ok"}})
 type Agent struct {
 	opts AgentOptions
 	js   jetstream.JetStream
@@ -143,10 +144,10 @@ type Agent struct {
 // The directives bucket must exist: `toolsentry serve` creates it.
 func NewAgent(ctx context.Context, nc *nats.Conn, opts AgentOptions) (*Agent, error) {
 	if opts.AgentID == "" {
-		return nil, fmt.Errorf("%w: agent id is required", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: agent id is required", publisher.ErrInvalidConfig)
 	}
 	if _, err := events.KeyToken(opts.AgentID); err != nil {
-		return nil, fmt.Errorf("%w: agent id: %w", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("%w: agent id: %w", publisher.ErrInvalidConfig, err)
 	}
 	if opts.Source == "" {
 		opts.Source = "agents/" + opts.AgentID
@@ -158,14 +159,14 @@ func NewAgent(ctx context.Context, nc *nats.Conn, opts AgentOptions) (*Agent, er
 		opts.BatchSize = DefaultBatchSize
 	}
 	if opts.Publisher.MaxPending == 0 {
-		opts.Publisher.MaxPending = DefaultMaxPending
+		opts.Publisher.MaxPending = publisher.DefaultMaxPending
 	}
 	if opts.Publisher.AckTimeout == 0 {
-		opts.Publisher.AckTimeout = DefaultAckTimeout
+		opts.Publisher.AckTimeout = publisher.DefaultAckTimeout
 	}
 	if opts.QueueSize < 1 || opts.BatchSize < 1 || opts.Publisher.MaxPending < 1 || opts.Publisher.AckTimeout < 0 {
 		return nil, fmt.Errorf("%w: queue size %d, batch size %d, max pending %d, ack timeout %s: want positive",
-			ErrInvalidConfig, opts.QueueSize, opts.BatchSize, opts.Publisher.MaxPending, opts.Publisher.AckTimeout)
+			publisher.ErrInvalidConfig, opts.QueueSize, opts.BatchSize, opts.Publisher.MaxPending, opts.Publisher.AckTimeout)
 	}
 	js, err := jetstream.New(nc,
 		jetstream.WithPublishAsyncMaxPending(opts.Publisher.MaxPending),
@@ -427,7 +428,7 @@ func (a *Agent) Close(ctx context.Context) error {
 		a.view.Close()
 		after := a.Stats()
 		if lost := (after.Dropped - before.Dropped) + (after.Failed - before.Failed); lost > 0 {
-			a.closeErr = fmt.Errorf("%w: %d invocations not published at close", ErrNotAcked, lost)
+			a.closeErr = fmt.Errorf("%w: %d invocations not published at close", publisher.ErrNotAcked, lost)
 		}
 	})
 	return a.closeErr

@@ -1,4 +1,4 @@
-package publisher
+package agent
 
 // This file protects the very first call after a silent upgrade: an agent
 // (or its MCP proxy) that has just listed a tool tells its view, which

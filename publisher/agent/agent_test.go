@@ -1,4 +1,4 @@
-package publisher_test
+package agent_test
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
 	"github.com/toolsentry/toolsentry/publisher"
+	"github.com/toolsentry/toolsentry/publisher/agent"
 )
 
 const (
@@ -87,12 +88,12 @@ func startBare(t *testing.T) *loop {
 	return l
 }
 
-func (l *loop) agent(id string, opts publisher.AgentOptions) *publisher.Agent {
+func (l *loop) agent(id string, opts agent.AgentOptions) *agent.Agent {
 	l.t.Helper()
 	opts.AgentID = id
 	ctx, cancel := context.WithTimeout(l.ctx, 10*time.Second)
 	defer cancel()
-	a, err := publisher.NewAgent(ctx, l.nc, opts)
+	a, err := agent.NewAgent(ctx, l.nc, opts)
 	if err != nil {
 		l.t.Fatal(err)
 	}
@@ -132,7 +133,7 @@ func (l *loop) observe(tool, inputSchema string) {
 }
 
 // waitGuard polls the agent's Guard until ok accepts its answer.
-func waitGuard(t *testing.T, a *publisher.Agent, tool, payload, what string, ok func(json.RawMessage, error) bool) (json.RawMessage, error) {
+func waitGuard(t *testing.T, a *agent.Agent, tool, payload, what string, ok func(json.RawMessage, error) bool) (json.RawMessage, error) {
 	t.Helper()
 	var out json.RawMessage
 	var err error
@@ -149,12 +150,12 @@ func waitGuard(t *testing.T, a *publisher.Agent, tool, payload, what string, ok 
 // agent sends: Guard returns the HALT with the verdict's digest.
 func TestAgentAdaptsToDriftWithoutRestart(t *testing.T) {
 	l := startLoop(t)
-	a := l.agent("billing-7", publisher.AgentOptions{})
+	a := l.agent("billing-7", agent.AgentOptions{})
 	const tool = "crm.lookup"
 	const args = `{"user_id":"alice@example.com","limit":5}`
 
 	l.observe(tool, crmV1)
-	if err := a.Emit(publisher.Invocation{Tool: tool, Arguments: json.RawMessage(args), Outcome: &events.Outcome{Status: "ok"}}); err != nil {
+	if err := a.Emit(agent.Invocation{Tool: tool, Arguments: json.RawMessage(args), Outcome: &events.Outcome{Status: "ok"}}); err != nil {
 		t.Fatal(err)
 	}
 	out, err := a.Guard(l.ctx, tool, json.RawMessage(args))
@@ -187,15 +188,15 @@ func TestAgentAdaptsToDriftWithoutRestart(t *testing.T) {
 		t.Errorf("new-style payload: %s, %v", out, err)
 	}
 	// Another agent, which never sent user_id, is not migrated.
-	b := l.agent("search-1", publisher.AgentOptions{})
+	b := l.agent("search-1", agent.AgentOptions{})
 	if d, err := b.Decide(l.ctx, tool, json.RawMessage(args)); err != nil || d.Migrated {
 		t.Errorf("other agent: %+v, %v", d, err)
 	}
 
 	l.observe(tool, crmNoLimit)
 	_, err = waitGuard(t, a, tool, args, "Guard halts", func(_ json.RawMessage, err error) bool { return err != nil })
-	var halt *publisher.HaltError
-	if !errors.As(err, &halt) || !errors.Is(err, publisher.ErrHalt) {
+	var halt *agent.HaltError
+	if !errors.As(err, &halt) || !errors.Is(err, agent.ErrHalt) {
 		t.Fatalf("Guard = %v, want a *HaltError", err)
 	}
 	if halt.Tool != tool || halt.Agent != "billing-7" || len(halt.ManifestDigest()) != 64 || !strings.HasPrefix(halt.Directive.Directive, "HALT: Drift on used fields") {
@@ -216,10 +217,10 @@ func TestAgentAdaptsToDriftWithoutRestart(t *testing.T) {
 // new observation of the accepted version (a repeat: no verdict) keeps it too.
 func TestAgentMigrationSurvivesBaselineAccept(t *testing.T) {
 	l := startLoop(t)
-	a := l.agent("billing-7", publisher.AgentOptions{})
+	a := l.agent("billing-7", agent.AgentOptions{})
 	const tool, args = "crm.lookup", `{"user_id":"u"}`
 	l.observe(tool, crmV1)
-	if err := a.Emit(publisher.Invocation{Tool: tool, Arguments: json.RawMessage(args)}); err != nil {
+	if err := a.Emit(agent.Invocation{Tool: tool, Arguments: json.RawMessage(args)}); err != nil {
 		t.Fatal(err)
 	}
 	natstest.Eventually(t, 10*time.Second, "invocation published", func() bool { return a.Stats().Published == 1 })
@@ -235,7 +236,7 @@ func TestAgentMigrationSurvivesBaselineAccept(t *testing.T) {
 		return err == nil && d.Directive.AcceptedFingerprint != "" && !d.Directive.Held && string(d.Arguments) == `{"userId":"u"}`
 	})
 	// An agent that integrated against the accepted version is not migrated.
-	c := l.agent("billing-7", publisher.AgentOptions{Fingerprints: map[string]string{tool: dec.Directive.ToFingerprint}})
+	c := l.agent("billing-7", agent.AgentOptions{Fingerprints: map[string]string{tool: dec.Directive.ToFingerprint}})
 	if d, err := c.Decide(l.ctx, tool, json.RawMessage(args)); err != nil || d.Applies || d.Migrated {
 		t.Errorf("integrated against the new version: %+v, %v", d, err)
 	}
@@ -246,9 +247,9 @@ func TestAgentMigrationSurvivesBaselineAccept(t *testing.T) {
 // not.
 func TestAgentWorkflowRefusesDegraded(t *testing.T) {
 	l := startLoop(t)
-	a := l.agent("etl-runner", publisher.AgentOptions{})
+	a := l.agent("etl-runner", agent.AgentOptions{})
 	var names events.Names
-	if _, err := a.Workflow(l.ctx, "etl"); !errors.Is(err, publisher.ErrNoDirective) {
+	if _, err := a.Workflow(l.ctx, "etl"); !errors.Is(err, agent.ErrNoDirective) {
 		t.Errorf("before any verdict: %v, want ErrNoDirective", err)
 	}
 	for _, id := range []string{"a", "b", "c", "d", "e"} {
@@ -260,9 +261,9 @@ func TestAgentWorkflowRefusesDegraded(t *testing.T) {
 	var d events.Directive
 	natstest.Eventually(t, 20*time.Second, "composition verdict", func() bool {
 		d, err = a.Workflow(l.ctx, "etl")
-		return !errors.Is(err, publisher.ErrNoDirective)
+		return !errors.Is(err, agent.ErrNoDirective)
 	})
-	var halt *publisher.HaltError
+	var halt *agent.HaltError
 	if !errors.As(err, &halt) || halt.Composition != "etl" || d.Verdict.Name != "COMPOSITION_DEGRADED" ||
 		halt.Directive.Directive != "HALT: Composed quality 77.38% < requirement 95.00%." {
 		t.Errorf("Workflow(etl) = %+v, %v", d, err)
@@ -279,7 +280,7 @@ func TestAgentWorkflowRefusesDegraded(t *testing.T) {
 // many were lost.
 func TestAgentEmitNeverBlocksWithNATSDown(t *testing.T) {
 	l := startBare(t)
-	a := l.agent("billing-7", publisher.AgentOptions{QueueSize: 64, BatchSize: 16, Publisher: publisher.Options{AckTimeout: time.Minute}})
+	a := l.agent("billing-7", agent.AgentOptions{QueueSize: 64, BatchSize: 16, Publisher: publisher.Options{AckTimeout: time.Minute}})
 	if !a.Staleness().Live {
 		t.Error("view not live with the server up")
 	}
@@ -289,11 +290,11 @@ func TestAgentEmitNeverBlocksWithNATSDown(t *testing.T) {
 	const n = 10_000
 	var queued, full int
 	for i := range n {
-		err := a.Emit(publisher.Invocation{Tool: "crm.lookup", Arguments: json.RawMessage(fmt.Sprintf(`{"user_id":"u%d"}`, i))})
+		err := a.Emit(agent.Invocation{Tool: "crm.lookup", Arguments: json.RawMessage(fmt.Sprintf(`{"user_id":"u%d"}`, i))})
 		switch {
 		case err == nil:
 			queued++
-		case errors.Is(err, publisher.ErrQueueFull):
+		case errors.Is(err, agent.ErrQueueFull):
 			full++
 		default:
 			t.Fatalf("Emit %d: %v", i, err)
@@ -319,7 +320,7 @@ func TestAgentEmitNeverBlocksWithNATSDown(t *testing.T) {
 	if st.Published != 0 || st.Dropped+st.Failed != n {
 		t.Errorf("after Close: %+v", st)
 	}
-	if err := a.Emit(publisher.Invocation{Tool: "crm.lookup"}); !errors.Is(err, publisher.ErrClosed) {
+	if err := a.Emit(agent.Invocation{Tool: "crm.lookup"}); !errors.Is(err, agent.ErrClosed) {
 		t.Errorf("Emit after Close = %v, want ErrClosed", err)
 	}
 	if err := a.Close(ctx); !errors.Is(err, publisher.ErrNotAcked) {
@@ -329,21 +330,21 @@ func TestAgentEmitNeverBlocksWithNATSDown(t *testing.T) {
 
 func TestAgentOptionsAndBadInput(t *testing.T) {
 	l := startBare(t)
-	if _, err := publisher.NewAgent(l.ctx, l.nc, publisher.AgentOptions{}); !errors.Is(err, publisher.ErrInvalidConfig) {
+	if _, err := agent.NewAgent(l.ctx, l.nc, agent.AgentOptions{}); !errors.Is(err, publisher.ErrInvalidConfig) {
 		t.Errorf("no agent id: %v", err)
 	}
-	if _, err := publisher.NewAgent(l.ctx, l.nc, publisher.AgentOptions{AgentID: "a", QueueSize: -1}); !errors.Is(err, publisher.ErrInvalidConfig) {
+	if _, err := agent.NewAgent(l.ctx, l.nc, agent.AgentOptions{AgentID: "a", QueueSize: -1}); !errors.Is(err, publisher.ErrInvalidConfig) {
 		t.Errorf("negative queue: %v", err)
 	}
 	other, _ := events.NewNames("other")
-	if _, err := publisher.NewAgent(l.ctx, l.nc, publisher.AgentOptions{AgentID: "a", Names: other}); !errors.Is(err, jetstream.ErrBucketNotFound) {
+	if _, err := agent.NewAgent(l.ctx, l.nc, agent.AgentOptions{AgentID: "a", Names: other}); !errors.Is(err, jetstream.ErrBucketNotFound) {
 		t.Errorf("no bucket: %v", err)
 	}
-	a := l.agent("a", publisher.AgentOptions{})
-	if err := a.Emit(publisher.Invocation{Tool: "t", Arguments: json.RawMessage(`[1]`)}); err == nil || errors.Is(err, publisher.ErrQueueFull) {
+	a := l.agent("a", agent.AgentOptions{})
+	if err := a.Emit(agent.Invocation{Tool: "t", Arguments: json.RawMessage(`[1]`)}); err == nil || errors.Is(err, agent.ErrQueueFull) {
 		t.Errorf("arguments not an object: %v", err)
 	}
-	if err := a.Emit(publisher.Invocation{Arguments: json.RawMessage(`{}`)}); err == nil {
+	if err := a.Emit(agent.Invocation{Arguments: json.RawMessage(`{}`)}); err == nil {
 		t.Error("no tool: accepted")
 	}
 	if st := a.Stats(); st.Emitted != 0 || st.Dropped != 0 {
@@ -372,7 +373,7 @@ func TestAgentHook(t *testing.T) {
 		Migration: guards.MigrationPlan{Steps: []guards.MigrationStep{{Op: guards.OpMove, Path: "user_id", To: "userId"}}}})
 	put("gone", events.Directive{Action: guards.ActionHalt, Directive: "HALT: Drift on used fields ['limit']. Apply migration.",
 		Verdict: events.VerdictRef{Name: "DRIFT_ON_USED_FIELDS", ManifestDigest: strings.Repeat("d", 64)}})
-	a := l.agent("proxy-1", publisher.AgentOptions{})
+	a := l.agent("proxy-1", agent.AgentOptions{})
 	args := json.RawMessage(`{"user_id":"u"}`)
 	for _, c := range []struct {
 		apply, halt bool

@@ -1,4 +1,4 @@
-package publisher_test
+package agent_test
 
 import (
 	"encoding/json"
@@ -10,7 +10,7 @@ import (
 	"github.com/toolsentry/toolsentry/consumer/natstest"
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
-	"github.com/toolsentry/toolsentry/publisher"
+	"github.com/toolsentry/toolsentry/publisher/agent"
 )
 
 const (
@@ -34,13 +34,13 @@ func (l *loop) listTools(server string, tools ...string) {
 // alone.
 func TestAgentNamesTheServersTool(t *testing.T) {
 	l := startLoop(t)
-	a := l.agent("triage-bot", publisher.AgentOptions{})
+	a := l.agent("triage-bot", agent.AgentOptions{})
 	const args = `{"owner":"acme","repo":"web","issue_number":42}`
 	github := events.QualifiedToolID("github", "get_issue")
 
 	l.listTools("github", githubGetIssue)
 	l.listTools("jira", jiraGetIssue)
-	if err := a.Emit(publisher.Invocation{Server: "github", Tool: "get_issue", Arguments: json.RawMessage(args), Outcome: &events.Outcome{Status: "ok"}}); err != nil {
+	if err := a.Emit(agent.Invocation{Server: "github", Tool: "get_issue", Arguments: json.RawMessage(args), Outcome: &events.Outcome{Status: "ok"}}); err != nil {
 		t.Fatal(err)
 	}
 	natstest.Eventually(t, 10*time.Second, "invocation published", func() bool { return a.Stats().Published == 1 })
@@ -75,8 +75,8 @@ func TestAgentNamesTheServersTool(t *testing.T) {
 // qualified Tool is kept as it is; a server without a tool is refused.
 func TestAgentInvocationServer(t *testing.T) {
 	l := startBare(t)
-	a := l.agent("a", publisher.AgentOptions{Fingerprints: map[string]string{"github/get_issue": "sha256:ab"}})
-	for _, inv := range []publisher.Invocation{
+	a := l.agent("a", agent.AgentOptions{Fingerprints: map[string]string{"github/get_issue": "sha256:ab"}})
+	for _, inv := range []agent.Invocation{
 		{Server: "github", Tool: "get_issue"},
 		{Tool: "github/get_issue"},
 	} {
@@ -98,7 +98,7 @@ func TestAgentInvocationServer(t *testing.T) {
 			t.Errorf("invocation %d on %s: %s", seq, m.Subject, m.Data)
 		}
 	}
-	if err := a.Emit(publisher.Invocation{Server: "github"}); !errors.Is(err, events.ErrBadKey) {
+	if err := a.Emit(agent.Invocation{Server: "github"}); !errors.Is(err, events.ErrBadKey) {
 		t.Errorf("a server without a tool: %v", err)
 	}
 }
