@@ -58,7 +58,7 @@ type CompositionManifest struct {
 // has no meaning: an accuracy or requirement outside [0, 1] or not finite,
 // or a determinism other than the two names.
 func (c ToolComposition) Validate() error {
-	if err := checkUnit("workflow_quality_requirement", c.WorkflowQualityRequirement); err != nil {
+	if err := CheckUnit("workflow_quality_requirement", c.WorkflowQualityRequirement); err != nil {
 		return err
 	}
 	for i, t := range c.Tools {
@@ -70,7 +70,7 @@ func (c ToolComposition) Validate() error {
 }
 
 func (t ToolQuality) validate() error {
-	if err := checkUnit("accuracy", t.Accuracy); err != nil {
+	if err := CheckUnit("accuracy", t.Accuracy); err != nil {
 		return err
 	}
 	return CheckDeterminism(t.Determinism)
@@ -84,7 +84,9 @@ func CheckDeterminism(d string) error {
 	return nil
 }
 
-func checkUnit(name string, v float64) error {
+// CheckUnit returns an ErrInvalid naming name unless v is a number in
+// [0, 1] (an accuracy, a rate, a requirement).
+func CheckUnit(name string, v float64) error {
 	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > 1 {
 		return fmt.Errorf("%w: %s %v is not a number in [0, 1]", ErrInvalid, name, v)
 	}
@@ -104,7 +106,7 @@ func EvaluateComposition(comp ToolComposition, policy CompositionPolicy) Composi
 			Verdict:         SingleTool,
 			ComposedQuality: q,
 			Directive:       "PROCEED: Single tool workflow, quality " + PyFixed(q, 2) + ".",
-			ManifestDigest: sha256Hex(PyJSONDumps(PyObject{
+			ManifestDigest: SHA256Hex(PyJSONDumps(PyObject{
 				"composition": comp.CompositionID,
 				"tools":       strconv.Itoa(len(comp.Tools)),
 				"quality":     PyFixed(q, 3),
@@ -121,7 +123,7 @@ func EvaluateComposition(comp ToolComposition, policy CompositionPolicy) Composi
 					Verdict:         SemanticIncompatible,
 					ComposedQuality: 0,
 					Directive:       "HALT: " + up.ToolID + " output schema != " + down.ToolID + " input schema.",
-					ManifestDigest:  sha256Hex("SCHEMA:" + strconv.Itoa(i)),
+					ManifestDigest:  SHA256Hex("SCHEMA:" + strconv.Itoa(i)),
 				}
 			}
 		}
@@ -171,7 +173,7 @@ func NondeterminismManifest() CompositionManifest {
 		Verdict:         CompositionDegraded,
 		ComposedQuality: 0,
 		Directive:       "HALT: Mixing deterministic and non-deterministic tools without explicit acceptance.",
-		ManifestDigest:  sha256Hex("NONDET_INTRODUCED"),
+		ManifestDigest:  SHA256Hex("NONDET_INTRODUCED"),
 	}
 }
 
@@ -182,14 +184,14 @@ func DegradedManifest(q, requirement float64) CompositionManifest {
 		Verdict:         CompositionDegraded,
 		ComposedQuality: q,
 		Directive:       "HALT: Composed quality " + PyPercent(q, 2) + " < requirement " + PyPercent(requirement, 2) + ".",
-		ManifestDigest:  sha256Hex("DEGRADED:" + PyFixed(q, 3)),
+		ManifestDigest:  SHA256Hex("DEGRADED:" + PyFixed(q, 3)),
 	}
 }
 
 // MeetsQualityDigest is the seed's gate 5 digest over the composition id,
 // the tool ids in order, the composed quality and the requirement.
 func MeetsQualityDigest(compositionID string, toolIDs []string, q, requirement float64) string {
-	return sha256Hex(PyJSONDumps(PyObject{
+	return SHA256Hex(PyJSONDumps(PyObject{
 		"composition":      compositionID,
 		"tools":            toolIDs,
 		"composed_quality": PyFixed(q, 3),

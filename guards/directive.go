@@ -4,8 +4,6 @@ package guards
 // of a directive in force (package events, Directive), which agents read
 // before they call a tool or run a workflow.
 
-import "strings"
-
 // Action is what a directive tells an agent to do before its next call.
 type Action string
 
@@ -66,46 +64,13 @@ var (
 	}
 )
 
-// SchemaAction returns the action of a schema verdict (see the table above)
-// for an agent whose affected fields are affected (surface keys, as
-// DriftReport.Affected writes them) under the migration plan, and a short
-// reason naming what decided it.
-func SchemaAction(verdict SchemaVerdict, affected []string, plan MigrationPlan) (Action, string) {
+// SchemaVerdictAction returns the table's action for a schema verdict, and
+// false for a verdict the table does not know. Its MIGRATE holds only where
+// SchemaAction (package guards/toolschema) finds the migration plan
+// executable for the agent's affected fields.
+func SchemaVerdictAction(verdict SchemaVerdict) (Action, bool) {
 	a, ok := schemaActions[verdict]
-	switch {
-	case !ok:
-		return ActionHalt, "unknown schema verdict " + string(verdict)
-	case a != ActionMigrate:
-		return a, string(verdict) + " lets the agent proceed"
-	}
-	if len(affected) == 0 {
-		return ActionHalt, "drift on used fields without the fields named"
-	}
-	for _, key := range affected {
-		if strings.HasPrefix(key, "output:") || strings.HasPrefix(key, "tool:") {
-			return ActionHalt, "drift on " + key + ": no rewrite of the payload can migrate it"
-		}
-		path := key
-		if path == "$" {
-			path = ""
-		}
-		for _, b := range plan.Blocked {
-			if pathsRelated(path, b.Path) {
-				return ActionHalt, "cannot migrate " + describeKey(key) + ": " + b.Reason
-			}
-		}
-		addressed := false
-		for _, s := range plan.Steps {
-			if pathsRelated(path, s.Path) || (s.To != "" && pathsRelated(path, s.To)) {
-				addressed = true
-				break
-			}
-		}
-		if !addressed {
-			return ActionHalt, "no migration step addresses " + describeKey(key)
-		}
-	}
-	return ActionMigrate, "the migration addresses every affected field"
+	return a, ok
 }
 
 // CompositionAction returns the action of a composition verdict (see the
@@ -115,14 +80,4 @@ func CompositionAction(verdict CompositionVerdict) Action {
 		return a
 	}
 	return ActionHalt
-}
-
-// pathsRelated reports whether one path is the other or lies below it.
-func pathsRelated(a, b string) bool { return pathWithin(a, b) || pathWithin(b, a) }
-
-func describeKey(key string) string {
-	if key == "$" || key == "" {
-		return "the payload"
-	}
-	return key
 }

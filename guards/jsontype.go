@@ -2,6 +2,7 @@ package guards
 
 import (
 	"fmt"
+	"math"
 	"math/bits"
 	"strings"
 )
@@ -75,4 +76,33 @@ func (t TypeSet) String() string {
 		return "any"
 	}
 	return strings.Join(t.Names(), "|")
+}
+
+// EnumTypes is the set of JSON types of decoded enum values: an integral
+// number is an integer, any other number a number (integer included).
+func EnumTypes(values []any) TypeSet {
+	var t TypeSet
+	for _, v := range values {
+		switch x := v.(type) {
+		case nil:
+			t |= TypeNull
+		case bool:
+			t |= TypeBoolean
+		case string:
+			t |= TypeString
+		case map[string]any:
+			t |= TypeObject
+		case []any:
+			t |= TypeArray
+		case float64:
+			if x == math.Trunc(x) {
+				t |= TypeInteger
+			} else {
+				t |= TypeNumber | TypeInteger
+			}
+		default: // another representation of a number
+			t |= TypeNumber | TypeInteger
+		}
+	}
+	return t
 }

@@ -54,7 +54,7 @@ func writePyValue(b *strings.Builder, v any) {
 	case int:
 		b.WriteString(strconv.Itoa(x))
 	case float64:
-		b.WriteString(pyFloatRepr(x))
+		b.WriteString(PyFloatRepr(x))
 	case []any:
 		b.WriteByte('[')
 		for i, e := range x {
@@ -219,17 +219,17 @@ func pyPrintable(r rune) bool {
 	return unicode.IsPrint(r)
 }
 
-// sha256Hex is the seeds' _hash: hex SHA-256 of the UTF-8 text.
-func sha256Hex(s string) string {
+// SHA256Hex is the seeds' _hash: hex SHA-256 of the UTF-8 text.
+func SHA256Hex(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
 }
 
-// pyFloatRepr is a float as json.dumps writes it: repr, the shortest text
+// PyFloatRepr is a float as json.dumps writes it: repr, the shortest text
 // that reads back the same, in exponent form when the decimal exponent is
 // below -4 or at least 16, else positional with at least one fractional
 // digit; NaN and Infinity as json.dumps spells them.
-func pyFloatRepr(x float64) string {
+func PyFloatRepr(x float64) string {
 	switch {
 	case math.IsNaN(x):
 		return "NaN"

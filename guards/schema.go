@@ -47,7 +47,7 @@ func EvaluateSchema(current ToolSchema, baseline *SchemaBaseline) SchemaManifest
 		return SchemaManifest{
 			Verdict:        NoBaseline,
 			Directive:      "HALT: No baseline schema. Capture current fingerprint as baseline.",
-			ManifestDigest: sha256Hex("NO_BASELINE:" + current.ToolID),
+			ManifestDigest: SHA256Hex("NO_BASELINE:" + current.ToolID),
 		}
 	}
 
@@ -56,7 +56,7 @@ func EvaluateSchema(current ToolSchema, baseline *SchemaBaseline) SchemaManifest
 		return SchemaManifest{
 			Verdict:   SchemaMatch,
 			Directive: "PROCEED: Schema matches baseline.",
-			ManifestDigest: sha256Hex(PyJSONDumps(PyObject{
+			ManifestDigest: SHA256Hex(PyJSONDumps(PyObject{
 				"tool":        current.ToolID,
 				"version":     current.Version,
 				"fingerprint": current.SchemaFingerprint,
@@ -65,7 +65,7 @@ func EvaluateSchema(current ToolSchema, baseline *SchemaBaseline) SchemaManifest
 	}
 
 	// Gate 3: does the drift touch the used surface (now or at baseline)?
-	changed := sortedSet(baseline.ChangedFields)
+	changed := SortedSet(baseline.ChangedFields)
 	used := make(map[string]struct{}, len(current.UsedFields)+len(baseline.BaselineUsedFields))
 	for _, f := range current.UsedFields {
 		used[f] = struct{}{}
@@ -83,7 +83,7 @@ func EvaluateSchema(current ToolSchema, baseline *SchemaBaseline) SchemaManifest
 		return SchemaManifest{
 			Verdict:   DriftOnUnusedFields,
 			Directive: "PROCEED: Drift on unused fields " + PyReprStrings(changed) + ". Safe.",
-			ManifestDigest: sha256Hex(PyJSONDumps(PyObject{
+			ManifestDigest: SHA256Hex(PyJSONDumps(PyObject{
 				"tool":               current.ToolID,
 				"drift_fields":       changed,
 				"used_surface_clean": "TRUE",
@@ -95,13 +95,13 @@ func EvaluateSchema(current ToolSchema, baseline *SchemaBaseline) SchemaManifest
 	return SchemaManifest{
 		Verdict:        DriftOnUsedFields,
 		Directive:      "HALT: Drift on used fields " + PyReprStrings(intersect) + ". Apply migration.",
-		ManifestDigest: sha256Hex("USED_DRIFT:" + strings.Join(intersect, ",")),
+		ManifestDigest: SHA256Hex("USED_DRIFT:" + strings.Join(intersect, ",")),
 	}
 }
 
-// sortedSet returns the distinct strings of in, sorted by code point as
+// SortedSet returns the distinct strings of in, sorted by code point as
 // Python's sorted() orders str.
-func sortedSet(in []string) []string {
+func SortedSet(in []string) []string {
 	out := make([]string, 0, len(in))
 	seen := make(map[string]struct{}, len(in))
 	for _, s := range in {

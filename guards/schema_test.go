@@ -42,7 +42,7 @@ func TestEvaluateSchemaGates(t *testing.T) {
 			name:     "gate 3 with nothing changed but a new fingerprint",
 			current:  cur,
 			baseline: &SchemaBaseline{BaselineFingerprint: "fp0"},
-			want:     SchemaManifest{DriftOnUnusedFields, "PROCEED: Drift on unused fields []. Safe.", sha256Hex(`{"drift_fields": [], "tool": "crm.lookup", "used_surface_clean": "TRUE"}`)},
+			want:     SchemaManifest{DriftOnUnusedFields, "PROCEED: Drift on unused fields []. Safe.", SHA256Hex(`{"drift_fields": [], "tool": "crm.lookup", "used_surface_clean": "TRUE"}`)},
 		},
 	}
 	for _, tt := range tests {

@@ -42,7 +42,9 @@ func DecodeStrict(data []byte, v any) error {
 
 var rawMessageType = reflect.TypeFor[json.RawMessage]()
 
-func jsonKind(v any) string {
+// JSONKind names the JSON kind of a decoded value (null, boolean, number,
+// string, array, object) as DecodeStrict's errors name it.
+func JSONKind(v any) string {
 	switch v.(type) {
 	case nil:
 		return "null"
@@ -60,14 +62,17 @@ func jsonKind(v any) string {
 	return fmt.Sprintf("%T", v)
 }
 
-func fieldErr(path, format string, args ...any) error {
+// FieldError is an ErrInvalid naming the field at path (JoinPath's form;
+// "the value" when path is empty), as DecodeStrict reports one.
+func FieldError(path, format string, args ...any) error {
 	if path == "" {
 		path = "the value"
 	}
 	return fmt.Errorf("%w: %s: %s", ErrInvalid, path, fmt.Sprintf(format, args...))
 }
 
-func joinPath(path, key string) string {
+// JoinPath appends an object key to a FieldError path: "a" + "b" is "a.b".
+func JoinPath(path, key string) string {
 	if path == "" {
 		return key
 	}
@@ -89,29 +94,29 @@ func checkTree(v any, t reflect.Type, path string) error {
 		case reflect.Slice, reflect.Map:
 			return nil
 		}
-		return fieldErr(path, "want %s, got null", wantKind(t))
+		return FieldError(path, "want %s, got null", wantKind(t))
 	}
 	switch t.Kind() {
 	case reflect.String:
 		if _, ok := v.(string); !ok {
-			return fieldErr(path, "want string, got %s", jsonKind(v))
+			return FieldError(path, "want string, got %s", JSONKind(v))
 		}
 	case reflect.Bool:
 		if _, ok := v.(bool); !ok {
-			return fieldErr(path, "want boolean, got %s", jsonKind(v))
+			return FieldError(path, "want boolean, got %s", JSONKind(v))
 		}
 	case reflect.Float64, reflect.Float32:
 		n, ok := v.(json.Number)
 		if !ok {
-			return fieldErr(path, "want number, got %s", jsonKind(v))
+			return FieldError(path, "want number, got %s", JSONKind(v))
 		}
 		if _, err := strconv.ParseFloat(string(n), t.Bits()); err != nil {
-			return fieldErr(path, "number %s is out of range", n)
+			return FieldError(path, "number %s is out of range", n)
 		}
 	case reflect.Int, reflect.Int64, reflect.Int32, reflect.Uint, reflect.Uint64, reflect.Uint32:
 		n, ok := v.(json.Number)
 		if !ok {
-			return fieldErr(path, "want integer, got %s", jsonKind(v))
+			return FieldError(path, "want integer, got %s", JSONKind(v))
 		}
 		var err error
 		if t.Kind() >= reflect.Uint && t.Kind() <= reflect.Uint64 {
@@ -120,12 +125,12 @@ func checkTree(v any, t reflect.Type, path string) error {
 			_, err = strconv.ParseInt(string(n), 10, t.Bits())
 		}
 		if err != nil {
-			return fieldErr(path, "want an integer that fits %s, got %s", t.Kind(), n)
+			return FieldError(path, "want an integer that fits %s, got %s", t.Kind(), n)
 		}
 	case reflect.Slice:
 		arr, ok := v.([]any)
 		if !ok {
-			return fieldErr(path, "want array, got %s", jsonKind(v))
+			return FieldError(path, "want array, got %s", JSONKind(v))
 		}
 		for i, e := range arr {
 			if err := checkTree(e, t.Elem(), path+"["+strconv.Itoa(i)+"]"); err != nil {
@@ -135,17 +140,17 @@ func checkTree(v any, t reflect.Type, path string) error {
 	case reflect.Map:
 		obj, ok := v.(map[string]any)
 		if !ok {
-			return fieldErr(path, "want object, got %s", jsonKind(v))
+			return FieldError(path, "want object, got %s", JSONKind(v))
 		}
-		for _, k := range sortedObjKeys(obj) {
-			if err := checkTree(obj[k], t.Elem(), joinPath(path, k)); err != nil {
+		for _, k := range SortedObjectKeys(obj) {
+			if err := checkTree(obj[k], t.Elem(), JoinPath(path, k)); err != nil {
 				return err
 			}
 		}
 	case reflect.Struct:
 		obj, ok := v.(map[string]any)
 		if !ok {
-			return fieldErr(path, "want object, got %s", jsonKind(v))
+			return FieldError(path, "want object, got %s", JSONKind(v))
 		}
 		return checkStruct(obj, t, path)
 	default:
@@ -178,9 +183,9 @@ func checkStruct(obj map[string]any, t reflect.Type, path string) error {
 	}
 	// Unknown fields first: a misspelt field is reported as itself, not as
 	// the missing field it was meant to be.
-	for _, k := range sortedObjKeys(obj) {
+	for _, k := range SortedObjectKeys(obj) {
 		if !known[k] {
-			return fieldErr(joinPath(path, k), "unknown field (known: %s)", strings.Join(sortedKeys(known), ", "))
+			return FieldError(JoinPath(path, k), "unknown field (known: %s)", strings.Join(sortedKeys(known), ", "))
 		}
 	}
 	for _, f := range fields {
@@ -189,9 +194,9 @@ func checkStruct(obj map[string]any, t reflect.Type, path string) error {
 			if f.optional {
 				continue
 			}
-			return fieldErr(joinPath(path, f.name), "missing")
+			return FieldError(JoinPath(path, f.name), "missing")
 		}
-		if err := checkTree(val, f.typ, joinPath(path, f.name)); err != nil {
+		if err := checkTree(val, f.typ, JoinPath(path, f.name)); err != nil {
 			return err
 		}
 	}
@@ -220,13 +225,15 @@ func sortedKeys(m map[string]bool) []string {
 	for k := range m {
 		out = append(out, k)
 	}
-	return sortedSet(out)
+	return SortedSet(out)
 }
 
-func sortedObjKeys(obj map[string]any) []string {
+// SortedObjectKeys returns the keys of a decoded JSON object, sorted as
+// SortedSet sorts.
+func SortedObjectKeys(obj map[string]any) []string {
 	out := make([]string, 0, len(obj))
 	for k := range obj {
 		out = append(out, k)
 	}
-	return sortedSet(out)
+	return SortedSet(out)
 }

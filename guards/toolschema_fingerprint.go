@@ -85,7 +85,7 @@ func ParseToolDocument(raw []byte) ([]ToolDefinition, error) {
 			}
 			return []ToolDefinition{{Input: n, Bare: true}}, nil
 		}
-		return nil, fmt.Errorf("%w: want a JSON object (a tool, a tools/list result or a schema), got %s", ErrInvalid, jsonKind(doc))
+		return nil, fmt.Errorf("%w: want a JSON object (a tool, a tools/list result or a schema), got %s", ErrInvalid, JSONKind(doc))
 	}
 	if res, ok := m["result"].(map[string]any); ok && m["jsonrpc"] != nil {
 		m = res
@@ -96,7 +96,7 @@ func ParseToolDocument(raw []byte) ([]ToolDefinition, error) {
 		for i, e := range list {
 			obj, ok := e.(map[string]any)
 			if !ok {
-				return nil, fmt.Errorf("%w: tools[%d]: want an object, got %s", ErrInvalid, i, jsonKind(e))
+				return nil, fmt.Errorf("%w: tools[%d]: want an object, got %s", ErrInvalid, i, JSONKind(e))
 			}
 			t, err := parseMCPTool(obj)
 			if err != nil {
@@ -126,13 +126,13 @@ func ParseToolDocument(raw []byte) ([]ToolDefinition, error) {
 
 func parseMCPTool(m map[string]any) (ToolDefinition, error) {
 	var t ToolDefinition
-	for _, k := range sortedObjKeys(m) {
+	for _, k := range SortedObjectKeys(m) {
 		v := m[k]
 		switch k {
 		case "name", "title", "description":
 			s, ok := v.(string)
 			if !ok {
-				return t, fmt.Errorf("%w: tool %s: want a string, got %s", ErrInvalid, k, jsonKind(v))
+				return t, fmt.Errorf("%w: tool %s: want a string, got %s", ErrInvalid, k, JSONKind(v))
 			}
 			switch k {
 			case "name":
@@ -144,7 +144,7 @@ func parseMCPTool(m map[string]any) (ToolDefinition, error) {
 			}
 		case "inputSchema", "outputSchema":
 			if _, ok := v.(map[string]any); !ok {
-				return t, fmt.Errorf("%w: tool %s: want an object, got %s", ErrInvalid, k, jsonKind(v))
+				return t, fmt.Errorf("%w: tool %s: want an object, got %s", ErrInvalid, k, JSONKind(v))
 			}
 			n, err := normalizeSchemaValue(v)
 			if err != nil {
@@ -158,14 +158,14 @@ func parseMCPTool(m map[string]any) (ToolDefinition, error) {
 		case "annotations":
 			obj, ok := v.(map[string]any)
 			if !ok {
-				return t, fmt.Errorf("%w: tool annotations: want an object, got %s", ErrInvalid, jsonKind(v))
+				return t, fmt.Errorf("%w: tool annotations: want an object, got %s", ErrInvalid, JSONKind(v))
 			}
 			t.Annotations = make(map[string]any, len(obj)+len(toolAnnotationDefaults))
-			for _, ak := range sortedObjKeys(obj) {
+			for _, ak := range SortedObjectKeys(obj) {
 				av := obj[ak]
 				if _, hint := toolAnnotationDefaults[ak]; hint {
 					if _, ok := av.(bool); !ok {
-						return t, fmt.Errorf("%w: tool annotations.%s: want a boolean, got %s", ErrInvalid, ak, jsonKind(av))
+						return t, fmt.Errorf("%w: tool annotations.%s: want a boolean, got %s", ErrInvalid, ak, JSONKind(av))
 					}
 				}
 				t.Annotations[ak] = av
@@ -731,6 +731,9 @@ func appendCanonicalValue(dst []byte, v any, depth int) ([]byte, error) {
 	return nil, fmt.Errorf("%w: %T is not a JSON value", ErrInvalid, v)
 }
 
+// hexDigits writes the \u00XX escapes of control characters.
+const hexDigits = "0123456789abcdef"
+
 // appendCanonicalString writes s as RFC 8785 does: quote, backslash and the
 // control characters escaped (\b \t \n \f \r by name, others as \u00xx),
 // everything else as UTF-8. Invalid UTF-8 is written as U+FFFD.
@@ -755,7 +758,7 @@ func appendCanonicalString(dst []byte, s string) []byte {
 			case c == '\r':
 				dst = append(dst, '\\', 'r')
 			case c < 0x20:
-				dst = append(dst, '\\', 'u', '0', '0', lowerHex[c>>4], lowerHex[c&0xf])
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 			default:
 				dst = append(dst, c)
 			}

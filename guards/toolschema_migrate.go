@@ -277,7 +277,7 @@ func repeatPath(path string, loops []schemaLoop) string {
 	// Innermost (longest) entries first, so outer prefixes stay plain.
 	slices.SortFunc(groups, func(a, b group) int { return len(b.entry) - len(a.entry) })
 	for _, g := range groups {
-		steps := sortedSet(g.steps)
+		steps := SortedSet(g.steps)
 		for i, s := range steps {
 			if !strings.HasPrefix(s, ".") && !strings.HasPrefix(s, "[") {
 				steps[i] = "." + s
@@ -943,7 +943,7 @@ func convertJSONValue(v any, to string) (any, string) {
 			return nil, fmt.Sprintf("the string %s is not an integer", quoteForError(x))
 		}
 	}
-	return nil, fmt.Sprintf("a %s cannot be converted to %s without loss", jsonKind(v), to)
+	return nil, fmt.Sprintf("a %s cannot be converted to %s without loss", JSONKind(v), to)
 }
 
 // integerValue turns a JSON number text into an integer if it is a whole

@@ -304,7 +304,7 @@ func (z *schemaNormalizer) normalize(v any, depth int) (*SchemaNode, error) {
 	case map[string]any:
 		return z.normalizeObject(x, depth)
 	}
-	return nil, z.errorf("want an object or a boolean, got %s", jsonKind(v))
+	return nil, z.errorf("want an object or a boolean, got %s", JSONKind(v))
 }
 
 func (z *schemaNormalizer) normalizeObject(m map[string]any, depth int) (*SchemaNode, error) {
@@ -468,7 +468,7 @@ func (z *schemaNormalizer) resolveRef(ref string) (target any, local bool, err e
 			}
 			cur = c[i]
 		default:
-			return nil, true, z.errorf("$ref %q: %q is inside a %s", ref, tok, jsonKind(cur))
+			return nil, true, z.errorf("$ref %q: %q is inside a %s", ref, tok, JSONKind(cur))
 		}
 	}
 	return cur, true, nil
@@ -559,7 +559,7 @@ func (z *schemaNormalizer) fillKeyword(n *SchemaNode, k string, v any, depth int
 	case k == "$ref":
 		s, ok := v.(string)
 		if !ok {
-			return z.errorf("want a string, got %s", jsonKind(v))
+			return z.errorf("want a string, got %s", JSONKind(v))
 		}
 		n.Ref = s
 	case k == "type":
@@ -587,7 +587,7 @@ func (z *schemaNormalizer) fillKeyword(n *SchemaNode, k string, v any, depth int
 	case k == "enum":
 		arr, ok := v.([]any)
 		if !ok {
-			return z.errorf("want an array, got %s", jsonKind(v))
+			return z.errorf("want an array, got %s", JSONKind(v))
 		}
 		return n.setEnum(arr, z)
 	case k == "const":
@@ -597,7 +597,7 @@ func (z *schemaNormalizer) fillKeyword(n *SchemaNode, k string, v any, depth int
 	case k == "nullable": // OpenAPI 3.0
 		b, ok := v.(bool)
 		if !ok {
-			return z.errorf("want a boolean, got %s", jsonKind(v))
+			return z.errorf("want a boolean, got %s", JSONKind(v))
 		}
 		later.nullable = b
 	case (k == "exclusiveMinimum" || k == "exclusiveMaximum") && isBool(v): // draft-04
@@ -610,7 +610,7 @@ func (z *schemaNormalizer) fillKeyword(n *SchemaNode, k string, v any, depth int
 	case numericConstraints[k]:
 		f, ok := v.(float64)
 		if !ok || math.IsNaN(f) || math.IsInf(f, 0) {
-			return z.errorf("want a number, got %s", jsonKind(v))
+			return z.errorf("want a number, got %s", JSONKind(v))
 		}
 		n.setConstraint(k, f)
 	case k == "uniqueItems", k == "deprecated", k == "readOnly", k == "writeOnly":
@@ -628,7 +628,7 @@ func (z *schemaNormalizer) fillKeyword(n *SchemaNode, k string, v any, depth int
 func (z *schemaNormalizer) fillSchemaMap(n *SchemaNode, k string, v any, depth int) error {
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return z.errorf("want an object, got %s", jsonKind(v))
+		return z.errorf("want an object, got %s", JSONKind(v))
 	}
 	if len(obj) == 0 {
 		return nil
@@ -672,7 +672,7 @@ func (z *schemaNormalizer) fillItems(n *SchemaNode, k string, v any, depth int, 
 	default: // prefixItems
 		arr, ok := v.([]any)
 		if !ok {
-			return z.errorf("want an array, got %s", jsonKind(v))
+			return z.errorf("want an array, got %s", JSONKind(v))
 		}
 		list, err := z.normalizeList(arr, depth)
 		if err != nil {
@@ -731,7 +731,7 @@ func (z *schemaNormalizer) fillSubschema(n *SchemaNode, k string, v any, depth i
 func (z *schemaNormalizer) fillString(n *SchemaNode, k string, v any) error {
 	s, ok := v.(string)
 	if !ok {
-		return z.errorf("want a string, got %s", jsonKind(v))
+		return z.errorf("want a string, got %s", JSONKind(v))
 	}
 	switch k {
 	case "format":
@@ -752,7 +752,7 @@ func (z *schemaNormalizer) fillString(n *SchemaNode, k string, v any) error {
 func (z *schemaNormalizer) fillFlag(n *SchemaNode, k string, v any) error {
 	b, ok := v.(bool)
 	if !ok {
-		return z.errorf("want a boolean, got %s", jsonKind(v))
+		return z.errorf("want a boolean, got %s", JSONKind(v))
 	}
 	switch {
 	case !b:
@@ -770,7 +770,7 @@ func (z *schemaNormalizer) fillFlag(n *SchemaNode, k string, v any) error {
 func (z *schemaNormalizer) fillDependencies(n *SchemaNode, k string, v any, depth int) error {
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return z.errorf("want an object, got %s", jsonKind(v))
+		return z.errorf("want an object, got %s", JSONKind(v))
 	}
 	at := len(z.path)
 	for _, name := range sortedKeysOf(obj) {
@@ -862,7 +862,7 @@ func (z *schemaNormalizer) parseTypeKeyword(v any) (TypeSet, error) {
 		for _, e := range x {
 			s, ok := e.(string)
 			if !ok {
-				return 0, z.errorf("want type names, got %s", jsonKind(e))
+				return 0, z.errorf("want type names, got %s", JSONKind(e))
 			}
 			p, err := ParseType(s)
 			if err != nil {
@@ -871,7 +871,7 @@ func (z *schemaNormalizer) parseTypeKeyword(v any) (TypeSet, error) {
 			t |= p
 		}
 	default:
-		return 0, z.errorf("want a type name or a list of them, got %s", jsonKind(v))
+		return 0, z.errorf("want a type name or a list of them, got %s", JSONKind(v))
 	}
 	return t, nil
 }
@@ -891,13 +891,13 @@ func canonicalTypes(t TypeSet) TypeSet {
 func (z *schemaNormalizer) stringList(v any) ([]string, error) {
 	arr, ok := v.([]any)
 	if !ok {
-		return nil, z.errorf("want an array of strings, got %s", jsonKind(v))
+		return nil, z.errorf("want an array of strings, got %s", JSONKind(v))
 	}
 	out := make([]string, len(arr))
 	for i, e := range arr {
 		s, ok := e.(string)
 		if !ok {
-			return nil, z.errorf("want an array of strings, item %d is %s", i, jsonKind(e))
+			return nil, z.errorf("want an array of strings, item %d is %s", i, JSONKind(e))
 		}
 		out[i] = s
 	}
@@ -918,7 +918,7 @@ func sortedSetOrNil(in []string) []string {
 	if len(in) == 0 {
 		return nil
 	}
-	return sortedSet(in)
+	return SortedSet(in)
 }
 
 func mergeNodeMaps(a, b map[string]*SchemaNode) map[string]*SchemaNode {
@@ -954,7 +954,7 @@ func (n *SchemaNode) addDependentRequired(name string, names []string) {
 		dr = map[string][]string{}
 		n.setConstraint("dependentRequired", dr)
 	}
-	dr[name] = sortedSet(append(dr[name], names...))
+	dr[name] = SortedSet(append(dr[name], names...))
 }
 
 // setEnum stores the distinct values of arr sorted by canonical JSON.
@@ -1208,7 +1208,7 @@ func (n *SchemaNode) mergeShape(s *SchemaNode) {
 		n.Properties = mergedCopy(n.Properties, s.Properties)
 	}
 	if s.Required != nil {
-		n.Required = sortedSet(append(append([]string{}, n.Required...), s.Required...))
+		n.Required = SortedSet(append(append([]string{}, n.Required...), s.Required...))
 	}
 	if s.AdditionalProperties != nil {
 		n.AdditionalProperties = s.AdditionalProperties

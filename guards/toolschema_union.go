@@ -290,7 +290,7 @@ func collapseEnums(alts []*SchemaNode) []*SchemaNode {
 // accepted: an enum that accepts nothing is never an alternative).
 func altTypes(n *SchemaNode) TypeSet {
 	if n.HasEnum {
-		t := enumTypes(n.Enum)
+		t := EnumTypes(n.Enum)
 		if n.Types != 0 {
 			t &= n.Types.Values()
 		}

@@ -313,8 +313,8 @@ func (d *Drift) Evaluate(surface UsedSurface) (DriftReport, error) {
 	for k := range used {
 		usedList = append(usedList, k)
 	}
-	usedList = sortedSet(usedList)
-	changed = sortedSet(changed)
+	usedList = SortedSet(usedList)
+	changed = SortedSet(changed)
 	var affected []string
 	for _, k := range changed {
 		if used[k] {
@@ -381,7 +381,7 @@ func unrollSurface(paths []string, side ChangeSide, loops []schemaLoop) []string
 		}
 		out = append(out, p)
 	}
-	return sortedSet(out)
+	return SortedSet(out)
 }
 
 // surfaceIndex answers "does the agent use this path?" for one side.

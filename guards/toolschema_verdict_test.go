@@ -102,7 +102,7 @@ func TestSeedFailureModes(t *testing.T) {
 			want := SchemaManifest{
 				Verdict:        DriftOnUsedFields,
 				Directive:      "HALT: Drift on used fields ['" + tc.wantField + "']. Apply migration.",
-				ManifestDigest: sha256Hex("USED_DRIFT:" + tc.wantField),
+				ManifestDigest: SHA256Hex("USED_DRIFT:" + tc.wantField),
 			}
 			if diff := cmp.Diff(want, rep.Manifest); diff != "" {
 				t.Errorf("manifest (-want +got):\n%s", diff)
@@ -149,7 +149,7 @@ func TestEvaluateDriftGates(t *testing.T) {
 		want := SchemaManifest{
 			Verdict:        DriftOnUnusedFields,
 			Directive:      "PROCEED: Drift on unused fields ['b']. Safe.",
-			ManifestDigest: sha256Hex(`{"drift_fields": ["b"], "tool": "t", "used_surface_clean": "TRUE"}`),
+			ManifestDigest: SHA256Hex(`{"drift_fields": ["b"], "tool": "t", "used_surface_clean": "TRUE"}`),
 		}
 		if diff := cmp.Diff(want, rep.Manifest); diff != "" {
 			t.Errorf("manifest (-want +got):\n%s", diff)

@@ -185,7 +185,7 @@ func (t WorkflowTool) effectiveAccuracy() float64 {
 // field by its path. A used tool with neither accuracy nor observed calls
 // yields an error wrapping ErrUnquantified.
 func (w Workflow) Validate() error {
-	if err := checkUnit("workflow_quality_requirement", w.WorkflowQualityRequirement); err != nil {
+	if err := CheckUnit("workflow_quality_requirement", w.WorkflowQualityRequirement); err != nil {
 		return err
 	}
 	ids := make([]string, 0, len(w.Tools))
@@ -213,7 +213,7 @@ func (w Workflow) Validate() error {
 
 func (t WorkflowTool) validate() error {
 	if t.Accuracy != nil {
-		if err := checkUnit("accuracy", *t.Accuracy); err != nil {
+		if err := CheckUnit("accuracy", *t.Accuracy); err != nil {
 			return err
 		}
 	}
@@ -236,7 +236,7 @@ func (t WorkflowTool) validate() error {
 // are given, and the structure (kinds, k, probabilities, depth, size), but
 // not that every tool has an entry and a quantity.
 func (w Workflow) ValidateShape() error {
-	if err := checkUnit("workflow_quality_requirement", w.WorkflowQualityRequirement); err != nil {
+	if err := CheckUnit("workflow_quality_requirement", w.WorkflowQualityRequirement); err != nil {
 		return err
 	}
 	for _, id := range slices.Sorted(maps.Keys(w.Tools)) {
@@ -250,51 +250,51 @@ func (w Workflow) ValidateShape() error {
 
 func (w Workflow) validateNode(n Node, path string, depth int, count *int, entries bool) error {
 	if depth > MaxWorkflowDepth {
-		return fieldErr(path, "nesting deeper than %d", MaxWorkflowDepth)
+		return FieldError(path, "nesting deeper than %d", MaxWorkflowDepth)
 	}
 	*count++
 	if *count > MaxWorkflowNodes {
-		return fieldErr(path, "structure has more than %d nodes", MaxWorkflowNodes)
+		return FieldError(path, "structure has more than %d nodes", MaxWorkflowNodes)
 	}
 	if n.Kind == KindTool {
 		if len(n.Of) != 0 || len(n.P) != 0 || n.K != 0 {
-			return fieldErr(path, "a tool node has no branches, k or p")
+			return FieldError(path, "a tool node has no branches, k or p")
 		}
 		if _, ok := w.Tools[n.Tool]; entries && !ok {
-			return fieldErr(path, "tool %s has no entry in tools", strconv.Quote(n.Tool))
+			return FieldError(path, "tool %s has no entry in tools", strconv.Quote(n.Tool))
 		}
 		return nil
 	}
 	if n.Kind < KindChain || n.Kind > KindConditional {
-		return fieldErr(path, "unknown node kind %d", int(n.Kind))
+		return FieldError(path, "unknown node kind %d", int(n.Kind))
 	}
 	if n.Tool != "" || (n.Kind != KindKOfN && n.K != 0) || (n.Kind != KindConditional && len(n.P) != 0) {
-		return fieldErr(path, "a %s node has only its branches", n.Kind)
+		return FieldError(path, "a %s node has only its branches", n.Kind)
 	}
 	if len(n.Of) == 0 {
-		return fieldErr(path, "empty %s", n.Kind)
+		return FieldError(path, "empty %s", n.Kind)
 	}
 	switch n.Kind {
 	case KindKOfN:
 		if len(n.Of) > MaxVoters {
-			return fieldErr(path, "k_of_n has %d branches, at most %d", len(n.Of), MaxVoters)
+			return FieldError(path, "k_of_n has %d branches, at most %d", len(n.Of), MaxVoters)
 		}
 		if n.K < 1 || n.K > len(n.Of) {
-			return fieldErr(path+".k", "k %d is not in [1, n] with n = %d", n.K, len(n.Of))
+			return FieldError(path+".k", "k %d is not in [1, n] with n = %d", n.K, len(n.Of))
 		}
 	case KindConditional:
 		if len(n.P) != len(n.Of) {
-			return fieldErr(path, "%d probabilities for %d branches", len(n.P), len(n.Of))
+			return FieldError(path, "%d probabilities for %d branches", len(n.P), len(n.Of))
 		}
 		sum := 0.0
 		for i, p := range n.P {
-			if err := checkUnit("p", p); err != nil {
+			if err := CheckUnit("p", p); err != nil {
 				return fmt.Errorf("%s[%d]: %w", path, i, err)
 			}
 			sum += p
 		}
 		if math.Abs(sum-1) > ProbabilityTolerance {
-			return fieldErr(path, "probabilities sum to %v, want 1 (within %v)", sum, ProbabilityTolerance)
+			return FieldError(path, "probabilities sum to %v, want 1 (within %v)", sum, ProbabilityTolerance)
 		}
 	}
 	for i, c := range n.Of {
@@ -350,5 +350,5 @@ func (n Node) ToolIDs() []string {
 		}
 	}
 	walk(n, 0)
-	return sortedSet(ids)
+	return SortedSet(ids)
 }

@@ -35,7 +35,6 @@ package guards
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -387,7 +386,7 @@ func (e *sexpr) sent() TypeSet {
 		case e.node.False:
 			return 0
 		case e.node.HasEnum:
-			return e.node.Types.Values() & enumTypes(e.node.Enum)
+			return e.node.Types.Values() & EnumTypes(e.node.Enum)
 		}
 		return e.node.Types.Values()
 	case sAll:
@@ -403,35 +402,6 @@ func (e *sexpr) sent() TypeSet {
 		}
 		return t
 	}
-}
-
-// enumTypes is the set of JSON types of decoded enum values: an integral
-// number is an integer, any other number a number (integer included).
-func enumTypes(values []any) TypeSet {
-	var t TypeSet
-	for _, v := range values {
-		switch x := v.(type) {
-		case nil:
-			t |= TypeNull
-		case bool:
-			t |= TypeBoolean
-		case string:
-			t |= TypeString
-		case map[string]any:
-			t |= TypeObject
-		case []any:
-			t |= TypeArray
-		case float64:
-			if x == math.Trunc(x) {
-				t |= TypeInteger
-			} else {
-				t |= TypeNumber | TypeInteger
-			}
-		default: // another representation of a number
-			t |= TypeNumber | TypeInteger
-		}
-	}
-	return t
 }
 
 // guaranteed reports whether the field is always present in the object.
@@ -596,7 +566,7 @@ func (c *compatChecker) checkFields(want *SchemaNode, got *sexpr, path string, d
 	for _, r := range want.Required {
 		required[r] = true
 	}
-	for _, name := range sortedSet(names) {
+	for _, name := range SortedSet(names) {
 		fpath := JoinSchemaPath(path, name)
 		sub := got.project(name)
 		if required[name] && !got.guaranteed(name) {

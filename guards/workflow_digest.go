@@ -62,7 +62,7 @@ func incompatibilityValue(e EdgeIncompatibility) any {
 // chain: json.dumps({"composition", "structure", "composed_quality" (:.3f),
 // "requirement" (:.3f)}, sort_keys=True).
 func structureMeetsDigest(w Workflow, q float64) string {
-	return sha256Hex(PyJSONDumps(PyObject{
+	return SHA256Hex(PyJSONDumps(PyObject{
 		"composition":      w.CompositionID,
 		"structure":        structureValue(w.Structure),
 		"composed_quality": PyFixed(q, 3),
@@ -80,7 +80,7 @@ func incompatibleDigest(w Workflow, report edgeReport) string {
 	for i, e := range report.found {
 		edges[i] = incompatibilityValue(e)
 	}
-	return sha256Hex(PyJSONDumps(PyObject{
+	return SHA256Hex(PyJSONDumps(PyObject{
 		"composition":        w.CompositionID,
 		"structure":          structureValue(w.Structure),
 		"incompatibilities":  edges,

@@ -34,8 +34,8 @@ func TestPyFloatRepr(t *testing.T) {
 		{math.Inf(1), "Infinity"},
 	}
 	for _, tt := range tests {
-		if got := pyFloatRepr(tt.in); got != tt.want {
-			t.Errorf("pyFloatRepr(%v) = %q, want %q (Python's repr)", tt.in, got, tt.want)
+		if got := PyFloatRepr(tt.in); got != tt.want {
+			t.Errorf("PyFloatRepr(%v) = %q, want %q (Python's repr)", tt.in, got, tt.want)
 		}
 	}
 }

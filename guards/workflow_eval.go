@@ -223,7 +223,7 @@ func incompatibleManifest(w Workflow, p *structProgram, edges edgeReport) Compos
 	m := CompositionManifest{Verdict: SemanticIncompatible}
 	if _, ok := flatChain(w, p); ok {
 		m.Directive = "HALT: " + first.describe() + "."
-		m.ManifestDigest = sha256Hex("SCHEMA:" + strconv.Itoa(edges.firstEdge))
+		m.ManifestDigest = SHA256Hex("SCHEMA:" + strconv.Itoa(edges.firstEdge))
 		return m
 	}
 	m.Directive = "HALT: " + first.describe()

@@ -77,7 +77,7 @@ func CompareObserved(predicted float64, runs, successes int64) (ObservedQuality,
 	if runs <= 0 || successes < 0 || successes > runs {
 		return ObservedQuality{}, fmt.Errorf("%w: %d successes of %d runs", ErrInvalid, successes, runs)
 	}
-	if err := checkUnit("predicted quality", predicted); err != nil {
+	if err := CheckUnit("predicted quality", predicted); err != nil {
 		return ObservedQuality{}, err
 	}
 	lo, hi := wilsonBounds(successes, runs)
@@ -119,7 +119,7 @@ func ApplyObserved(m WorkflowManifest, w Workflow, o ObservedQuality) WorkflowMa
 			" over " + strconv.FormatInt(o.Runs, 10) + " runs; errors are correlated: per-tool accuracy predicts " +
 			PyPercent(o.PredictedQuality, 2) + ", outside the observed " + PyPercent(o.SuccessRateLower, 2) +
 			" to " + PyPercent(o.SuccessRateUpper, 2) + ".",
-		ManifestDigest: sha256Hex(PyJSONDumps(PyObject{
+		ManifestDigest: SHA256Hex(PyJSONDumps(PyObject{
 			"composition": w.CompositionID,
 			"observed":    PyFixed(o.SuccessRate, 3),
 			"predicted":   PyFixed(o.PredictedQuality, 3),

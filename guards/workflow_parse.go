@@ -33,7 +33,7 @@ func ParseWorkflow(raw []byte) (Workflow, error) {
 		return Workflow{}, err
 	}
 	if w.Tools == nil {
-		return Workflow{}, fieldErr("tools", "missing")
+		return Workflow{}, FieldError("tools", "missing")
 	}
 	if err := w.Validate(); err != nil {
 		return Workflow{}, err
@@ -85,11 +85,11 @@ const nodeShapes = `a tool id or an object with one of "chain", "conditional", "
 
 func parseNode(v any, path string, depth int, count *int) (Node, error) {
 	if depth > MaxWorkflowDepth {
-		return Node{}, fieldErr(path, "nesting deeper than %d", MaxWorkflowDepth)
+		return Node{}, FieldError(path, "nesting deeper than %d", MaxWorkflowDepth)
 	}
 	*count++
 	if *count > MaxWorkflowNodes {
-		return Node{}, fieldErr(path, "structure has more than %d nodes", MaxWorkflowNodes)
+		return Node{}, FieldError(path, "structure has more than %d nodes", MaxWorkflowNodes)
 	}
 	if id, ok := v.(string); ok {
 		return Tool(id), nil
@@ -97,9 +97,9 @@ func parseNode(v any, path string, depth int, count *int) (Node, error) {
 	obj, ok := v.(map[string]any)
 	if !ok || len(obj) != 1 {
 		if ok {
-			return Node{}, fieldErr(path, "want %s, got an object with %d fields", nodeShapes, len(obj))
+			return Node{}, FieldError(path, "want %s, got an object with %d fields", nodeShapes, len(obj))
 		}
-		return Node{}, fieldErr(path, "want %s, got %s", nodeShapes, jsonKind(v))
+		return Node{}, FieldError(path, "want %s, got %s", nodeShapes, JSONKind(v))
 	}
 	var key string
 	var body any
@@ -118,7 +118,7 @@ func parseNode(v any, path string, depth int, count *int) (Node, error) {
 		mode, _ := fields["mode"].(string)
 		kind := map[string]NodeKind{"all": KindParallelAll, "any": KindParallelAny}[mode]
 		if kind == 0 {
-			return Node{}, fieldErr(path+".parallel.mode", `want "all" or "any", got %s`, describeNodeJSON(fields["mode"]))
+			return Node{}, FieldError(path+".parallel.mode", `want "all" or "any", got %s`, describeNodeJSON(fields["mode"]))
 		}
 		of, err := parseNodeList(fields["of"], path+".parallel.of", depth, count)
 		return Node{Kind: kind, Of: of}, err
@@ -136,17 +136,17 @@ func parseNode(v any, path string, depth int, count *int) (Node, error) {
 	case "conditional":
 		return parseConditional(body, path, depth, count)
 	default:
-		return Node{}, fieldErr(joinPath(path, key), "unknown field (want %s)", nodeShapes)
+		return Node{}, FieldError(JoinPath(path, key), "unknown field (want %s)", nodeShapes)
 	}
 }
 
 func parseNodeList(v any, path string, depth int, count *int) ([]Node, error) {
 	arr, ok := v.([]any)
 	if !ok {
-		return nil, fieldErr(path, "want array, got %s", jsonKind(v))
+		return nil, FieldError(path, "want array, got %s", JSONKind(v))
 	}
 	if len(arr) == 0 {
-		return nil, fieldErr(path, "empty: want at least one node")
+		return nil, FieldError(path, "empty: want at least one node")
 	}
 	out := make([]Node, len(arr))
 	for i, e := range arr {
@@ -163,10 +163,10 @@ func parseConditional(v any, path string, depth int, count *int) (Node, error) {
 	path += ".conditional"
 	arr, ok := v.([]any)
 	if !ok {
-		return Node{}, fieldErr(path, "want array, got %s", jsonKind(v))
+		return Node{}, FieldError(path, "want array, got %s", JSONKind(v))
 	}
 	if len(arr) == 0 {
-		return Node{}, fieldErr(path, "empty: want at least one branch")
+		return Node{}, FieldError(path, "empty: want at least one branch")
 	}
 	n := Node{Kind: KindConditional, Of: make([]Node, len(arr)), P: make([]float64, len(arr))}
 	for i, e := range arr {
@@ -177,11 +177,11 @@ func parseConditional(v any, path string, depth int, count *int) (Node, error) {
 		}
 		num, ok := fields["p"].(json.Number)
 		if !ok {
-			return Node{}, fieldErr(bpath+".p", "want number, got %s", jsonKind(fields["p"]))
+			return Node{}, FieldError(bpath+".p", "want number, got %s", JSONKind(fields["p"]))
 		}
 		p, err := strconv.ParseFloat(string(num), 64)
 		if err != nil || math.IsInf(p, 0) {
-			return Node{}, fieldErr(bpath+".p", "number %s is out of range", num)
+			return Node{}, FieldError(bpath+".p", "number %s is out of range", num)
 		}
 		child, err := parseNode(fields["then"], bpath+".then", depth+1, count)
 		if err != nil {
@@ -196,20 +196,20 @@ func parseConditional(v any, path string, depth int, count *int) (Node, error) {
 func parseNodeFields(v any, path string, names ...string) (map[string]any, error) {
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return nil, fieldErr(path, "want object, got %s", jsonKind(v))
+		return nil, FieldError(path, "want object, got %s", JSONKind(v))
 	}
-	for _, k := range sortedObjKeys(obj) {
+	for _, k := range SortedObjectKeys(obj) {
 		known := false
 		for _, n := range names {
 			known = known || k == n
 		}
 		if !known {
-			return nil, fieldErr(joinPath(path, k), "unknown field (known: %s)", strings.Join(names, ", "))
+			return nil, FieldError(JoinPath(path, k), "unknown field (known: %s)", strings.Join(names, ", "))
 		}
 	}
 	for _, n := range names {
 		if _, ok := obj[n]; !ok {
-			return nil, fieldErr(joinPath(path, n), "missing")
+			return nil, FieldError(JoinPath(path, n), "missing")
 		}
 	}
 	return obj, nil
@@ -218,11 +218,11 @@ func parseNodeFields(v any, path string, names ...string) (map[string]any, error
 func parseNodeK(v any, path string) (int, error) {
 	num, ok := v.(json.Number)
 	if !ok {
-		return 0, fieldErr(path, "want integer, got %s", jsonKind(v))
+		return 0, FieldError(path, "want integer, got %s", JSONKind(v))
 	}
 	k, err := strconv.ParseInt(string(num), 10, 32)
 	if err != nil {
-		return 0, fieldErr(path, "want an integer, got %s", num)
+		return 0, FieldError(path, "want an integer, got %s", num)
 	}
 	return int(k), nil
 }
@@ -231,7 +231,7 @@ func describeNodeJSON(v any) string {
 	if s, ok := v.(string); ok {
 		return strconv.Quote(s)
 	}
-	return jsonKind(v)
+	return JSONKind(v)
 }
 
 // UnmarshalJSON parses the NODE grammar with the depth and size limits.
