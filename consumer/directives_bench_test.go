@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
 )
 
 // memKV is the part of a KV bucket that a View's writes use, in memory:
@@ -53,7 +54,7 @@ func benchDirectives(b *testing.B, agents int, agent string) {
 	for i := range agents {
 		dir := events.Directive{Guard: events.DirectiveSchema, ToolID: tool, AgentID: fmt.Sprintf("agent-%d", i), Action: guards.ActionMigrate,
 			Directive: "MIGRATE", Reason: "r", Verdict: events.VerdictRef{Name: "DRIFT_ON_USED_FIELDS", ID: "v", Sequence: 1},
-			Migration: guards.MigrationPlan{Steps: []guards.MigrationStep{{Op: "move", Path: "user_id", To: "userId"}}}, Affected: []string{"user_id"},
+			Migration: toolschema.MigrationPlan{Steps: []toolschema.MigrationStep{{Op: "move", Path: "user_id", To: "userId"}}}, Affected: []string{"user_id"},
 			FromFingerprint: "sha256:a", ToFingerprint: fp}
 		key, err := dir.Key()
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/toolsentry/toolsentry/consumer/core"
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/workflow"
 )
 
 // ErrTruncatedHistory is returned by Replay when the telemetry stream no
@@ -365,7 +366,7 @@ func whatIfWorkflow(names events.Names, id string, raw []byte) (json.RawMessage,
 	if ev.Workflow.CompositionID != id {
 		return nil, fmt.Errorf("%w: what-if workflow for %q declares composition_id %q", ErrInvalidConfig, id, ev.Workflow.CompositionID)
 	}
-	w, err := guards.DecodeWorkflow(ev.Workflow.Raw)
+	w, err := workflow.DecodeWorkflow(ev.Workflow.Raw)
 	if err == nil {
 		err = w.ValidateShape()
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
+	"github.com/toolsentry/toolsentry/guards/workflow"
 )
 
 const digest = "6ddca7a2c0a7e1f5b4d6a1e8c2f3b4a5d6e7f8091a2b3c4d5e6f708192a3b4c5"
@@ -41,20 +43,20 @@ func decodeCases(t testing.TB) []decodeCase {
 				e.Invocation = &Invocation{
 					AgentID: "agent-7", ToolID: "crm.lookup", ToolVersion: "2.1.0", SchemaFingerprint: "sha256:9f2c",
 					ArgumentTypes: FieldTypes{
-						"user_id":          guards.TypeString,
-						"options":          guards.TypeObject,
-						"options.limit":    guards.TypeInteger,
-						"options.ratio":    guards.TypeNumber,
-						"options.exact":    guards.TypeInteger,
-						"options.fields":   guards.TypeArray,
-						"options.fields[]": guards.TypeString,
-						"options.deep":     guards.TypeObject,
-						"options.deep.x":   guards.TypeNull,
-						"items":            guards.TypeArray,
-						"items[]":          guards.TypeObject,
-						"items[].id":       guards.TypeString | guards.TypeInteger,
-						"items[].tags":     guards.TypeArray,
-						"flag":             guards.TypeBoolean,
+						"user_id":          toolschema.TypeString,
+						"options":          toolschema.TypeObject,
+						"options.limit":    toolschema.TypeInteger,
+						"options.ratio":    toolschema.TypeNumber,
+						"options.exact":    toolschema.TypeInteger,
+						"options.fields":   toolschema.TypeArray,
+						"options.fields[]": toolschema.TypeString,
+						"options.deep":     toolschema.TypeObject,
+						"options.deep.x":   toolschema.TypeNull,
+						"items":            toolschema.TypeArray,
+						"items[]":          toolschema.TypeObject,
+						"items[].id":       toolschema.TypeString | toolschema.TypeInteger,
+						"items[].tags":     toolschema.TypeArray,
+						"flag":             toolschema.TypeBoolean,
 					},
 					UsedFields:       []string{"user_id", "legacy"},
 					OutputFieldsRead: []string{"name"},
@@ -70,8 +72,8 @@ func decodeCases(t testing.TB) []decodeCase {
 			body:    structured(invAttrs, `{"agent_id":"a","tool_id":"crm.lookup","arguments":{"n":1},"argument_types":{"n":"string","m":["null","boolean"]}}`),
 			want: with(KindInvocation, "crm.lookup", func(e *Event) {
 				e.Invocation = &Invocation{AgentID: "a", ToolID: "crm.lookup", ArgumentTypes: FieldTypes{
-					"n": guards.TypeInteger | guards.TypeString,
-					"m": guards.TypeNull | guards.TypeBoolean,
+					"n": toolschema.TypeInteger | toolschema.TypeString,
+					"m": toolschema.TypeNull | toolschema.TypeBoolean,
 				}}
 			}),
 		},
@@ -162,7 +164,7 @@ func decodeCases(t testing.TB) []decodeCase {
 			want: Event{Kind: KindCompositionVerdict, Type: TypeCompositionVerdict, ID: "v-2", Source: "toolsentry", Key: "etl",
 				CompositionVerdict: &CompositionVerdict{
 					Verdict: guards.CompositionDegraded, Directive: "HALT: Composed quality 77.38% < requirement 95.00%.", ManifestDigest: digest,
-					CompositionID: "etl", ComposedQuality: 0.7737809374999999, ComposedQualityLower: ptr(0.7), ComposedQualityUpper: ptr(0.8), Confidence: guards.ConfidenceConfirmed,
+					CompositionID: "etl", ComposedQuality: 0.7737809374999999, ComposedQualityLower: ptr(0.7), ComposedQualityUpper: ptr(0.8), Confidence: workflow.ConfidenceConfirmed,
 					FailureModes: json.RawMessage(`[{"kind":"accuracy_multiplication"}]`),
 					GuardVersion: "0.1.0", InputEventID: "e-9", InputSubject: "toolsentry.telemetry.workflow.etl", InputSequence: 3,
 				}},
@@ -183,7 +185,7 @@ func decodeCases(t testing.TB) []decodeCase {
 			subject: invSubject,
 			body:    []byte(`{"specversion":"1.0",` + invAttrs + `,"data_base64":"eyJhZ2VudF9pZCI6ImEiLCJ0b29sX2lkIjoiY3JtLmxvb2t1cCIsImFyZ3VtZW50cyI6eyJrIjoidiJ9fQ=="}`),
 			want: with(KindInvocation, "crm.lookup", func(e *Event) {
-				e.Invocation = &Invocation{AgentID: "a", ToolID: "crm.lookup", ArgumentTypes: FieldTypes{"k": guards.TypeString}}
+				e.Invocation = &Invocation{AgentID: "a", ToolID: "crm.lookup", ArgumentTypes: FieldTypes{"k": toolschema.TypeString}}
 			}),
 		},
 		{
@@ -289,7 +291,7 @@ func TestDecodeBinary(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			want := Event{Kind: KindInvocation, Type: TypeInvocation, ID: "e-1", Source: "agents/billing", Time: mustTime(t, "2026-11-29T10:00:00Z"), Key: "crm.lookup",
-				Invocation: &Invocation{AgentID: "a", ToolID: "crm.lookup", ArgumentTypes: FieldTypes{"q": guards.TypeString}}}
+				Invocation: &Invocation{AgentID: "a", ToolID: "crm.lookup", ArgumentTypes: FieldTypes{"q": toolschema.TypeString}}}
 			tc.want(&want)
 			got, err := Decode(invSubject, tc.header, data)
 			if err != nil {

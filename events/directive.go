@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
 )
 
 // Directive is the directive in force for one key of the directives bucket
@@ -36,7 +37,7 @@ type Directive struct {
 	// CompositionID names a composition directive's workflow.
 	CompositionID string `json:"composition_id,omitempty"`
 	// Action is what the agent must do: PROCEED, MIGRATE or HALT (the
-	// mapping is guards.SchemaAction and guards.CompositionAction).
+	// mapping is toolschema.SchemaAction and guards.CompositionAction).
 	Action guards.Action `json:"action"`
 	// Directive is the verdict's directive text, verbatim ("HALT: Drift on
 	// used fields ['user_id']. Apply migration.").
@@ -50,7 +51,7 @@ type Directive struct {
 	// Migration is the verdict's plan that rewrites the agent's payload
 	// (schema directives; empty when nothing is to migrate). Only a MIGRATE
 	// directive applies it.
-	Migration guards.MigrationPlan `json:"migration"`
+	Migration toolschema.MigrationPlan `json:"migration"`
 	// Affected are the changed fields the agent uses (surface keys).
 	Affected []string `json:"affected"`
 	// FromFingerprint and ToFingerprint are the tool fingerprints the
@@ -161,7 +162,7 @@ func DirectiveOf(ev Event, seq uint64) (Directive, error) {
 			return Directive{}, err
 		}
 		// The same action as the verdict's own (SchemaVerdict.Describe).
-		d.Action, d.Reason = guards.SchemaAction(v.Verdict, d.Affected, d.Migration)
+		d.Action, d.Reason = toolschema.SchemaAction(v.Verdict, d.Affected, d.Migration)
 		d.Held = v.Verdict == guards.DriftOnUsedFields && isObservation(v.InputSubject)
 		return d, nil
 	case ev.Kind == KindCompositionVerdict && ev.CompositionVerdict != nil:
@@ -173,7 +174,7 @@ func DirectiveOf(ev Event, seq uint64) (Directive, error) {
 			Directive:     v.Directive,
 			Verdict:       ref,
 			Affected:      []string{},
-			Migration:     guards.MigrationPlan{Steps: []guards.MigrationStep{}, Blocked: []guards.MigrationBlocker{}},
+			Migration:     toolschema.MigrationPlan{Steps: []toolschema.MigrationStep{}, Blocked: []toolschema.MigrationBlocker{}},
 			Action:        guards.CompositionAction(v.Verdict),
 		}
 		d.Reason = string(v.Verdict) + " says " + string(d.Action)

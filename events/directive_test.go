@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
 )
 
 func TestDirectiveKeysAndFilters(t *testing.T) {
@@ -60,7 +61,7 @@ func decodeMsg(t *testing.T, m events.Message) events.Event {
 func TestDirectiveOfSchemaVerdict(t *testing.T) {
 	var names events.Names
 	at := time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)
-	plan := guards.MigrationPlan{Steps: []guards.MigrationStep{{Op: guards.OpMove, Path: "user_id", To: "userId", Reason: "renamed"}}, Blocked: []guards.MigrationBlocker{}}
+	plan := toolschema.MigrationPlan{Steps: []toolschema.MigrationStep{{Op: toolschema.OpMove, Path: "user_id", To: "userId", Reason: "renamed"}}, Blocked: []toolschema.MigrationBlocker{}}
 	planJSON, _ := json.Marshal(plan)
 	m, err := names.NewSchemaVerdict(events.SchemaVerdict{
 		Verdict: guards.DriftOnUsedFields, Directive: "HALT: Drift on used fields ['user_id']. Apply migration.",

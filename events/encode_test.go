@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
 )
 
 // TestEncodeRoundTrip: every decoded event encodes to a message that
@@ -119,7 +120,7 @@ func TestConstructors(t *testing.T) {
 		{"invocation", func() (Message, error) {
 			return n.NewInvocation(meta, Invocation{AgentID: "agent-7", ToolID: "crm.lookup", ArgumentTypes: args, Outcome: &Outcome{Status: "ok"}})
 		}, "toolsentry.telemetry.invocation.crm=2Elookup", func(t *testing.T, ev Event) {
-			want := FieldTypes{"user_id": guards.TypeString, "options": guards.TypeObject, "options.limit": guards.TypeInteger}
+			want := FieldTypes{"user_id": toolschema.TypeString, "options": toolschema.TypeObject, "options.limit": toolschema.TypeInteger}
 			if diff := cmp.Diff(want, ev.Invocation.ArgumentTypes); diff != "" {
 				t.Errorf("ArgumentTypes (-want +got):\n%s", diff)
 			}

@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
+	"github.com/toolsentry/toolsentry/guards/workflow"
 )
 
 // Limits on the arguments of an invocation, so that one event cannot make
@@ -251,7 +253,7 @@ func invocationOf(m map[string]any, args FieldTypes) (*Invocation, error) {
 				names = x
 			}
 			for _, name := range names {
-				t, err := guards.ParseType(name.(string))
+				t, err := toolschema.ParseType(name.(string))
 				if err != nil {
 					return nil, fmt.Errorf("%w: argument_types: %q: %v", ErrSchemaInvalid, path, err)
 				}
@@ -276,7 +278,7 @@ func invocationOf(m map[string]any, args FieldTypes) (*Invocation, error) {
 
 // add records type t at path. path must not share memory with a parsed
 // body (see parseJSON).
-func (f FieldTypes) add(path string, t guards.TypeSet) error {
+func (f FieldTypes) add(path string, t toolschema.TypeSet) error {
 	if old, ok := f[path]; ok {
 		f[path] = old | t
 		return nil
@@ -408,7 +410,7 @@ func compositionVerdictOf(m map[string]any) (*CompositionVerdict, error) {
 	if p.ComposedQualityUpper, err = optNumber(m, "composed_quality_upper"); err != nil {
 		return nil, err
 	}
-	p.Confidence = guards.Confidence(str(m, "confidence"))
+	p.Confidence = workflow.Confidence(str(m, "confidence"))
 	if p.FailureModes, err = raw(m, "failure_modes"); err != nil {
 		return nil, err
 	}

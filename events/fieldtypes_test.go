@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
 )
 
 var argumentCases = []string{
@@ -19,7 +19,7 @@ var argumentCases = []string{
 }
 
 // TestLeavesAreTheGuardsSurface: the used input surface from the decoded
-// types equals guards.SurfaceFromArguments of the very arguments, so the
+// types equals toolschema.SurfaceFromArguments of the very arguments, so the
 // schema guard sees the same paths whether it had the values or not. (A
 // container empty in one place and not in another is the documented
 // exception; see Leaves.)
@@ -33,7 +33,7 @@ func TestLeavesAreTheGuardsSurface(t *testing.T) {
 		if err := json.Unmarshal([]byte(args), &v); err != nil {
 			t.Fatal(err)
 		}
-		want := guards.SurfaceFromArguments(v)
+		want := toolschema.SurfaceFromArguments(v)
 		got := f.Leaves()
 		if len(want) == 0 && len(got) == 0 {
 			continue
@@ -50,12 +50,12 @@ func TestFieldPathsAreEscaped(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := FieldTypes{
-		`a\.b`:     guards.TypeInteger,
-		"x":        guards.TypeObject,
-		`x.y\[0\]`: guards.TypeString,
-		"l":        guards.TypeArray,
-		"l[]":      guards.TypeObject,
-		`l[].k\|v`: guards.TypeNull,
+		`a\.b`:     toolschema.TypeInteger,
+		"x":        toolschema.TypeObject,
+		`x.y\[0\]`: toolschema.TypeString,
+		"l":        toolschema.TypeArray,
+		"l[]":      toolschema.TypeObject,
+		`l[].k\|v`: toolschema.TypeNull,
 	}
 	if diff := cmp.Diff(want, f); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)

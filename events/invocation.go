@@ -6,7 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
 )
 
 // This file is Decode's fast path for invocations, most of the traffic: a
@@ -105,7 +105,7 @@ type invocationBlock struct {
 // typeEntry is a member of argument_types: a path and the types named.
 type typeEntry struct {
 	path  string
-	types guards.TypeSet
+	types toolschema.TypeSet
 }
 
 // parseInvocation reads raw, binary-mode data or decoded data_base64, as
@@ -338,7 +338,7 @@ func (p *parser) argumentTypes() bool {
 
 // typeNames reads a value of argument_types: a type name, or a non-empty
 // array of distinct type names.
-func (p *parser) typeNames() (guards.TypeSet, bool) {
+func (p *parser) typeNames() (toolschema.TypeSet, bool) {
 	if p.i < len(p.b) && p.b[p.i] == '"' {
 		return p.typeName()
 	}
@@ -346,7 +346,7 @@ func (p *parser) typeNames() (guards.TypeSet, bool) {
 		return 0, false
 	}
 	p.i++
-	var set guards.TypeSet
+	var set toolschema.TypeSet
 	p.skipSpace()
 	for {
 		t, ok := p.typeName()
@@ -365,7 +365,7 @@ func (p *parser) typeNames() (guards.TypeSet, bool) {
 	}
 }
 
-func (p *parser) typeName() (guards.TypeSet, bool) {
+func (p *parser) typeName() (toolschema.TypeSet, bool) {
 	if p.i >= len(p.b) || p.b[p.i] != '"' {
 		return 0, false
 	}
@@ -373,7 +373,7 @@ func (p *parser) typeName() (guards.TypeSet, bool) {
 	if err != nil {
 		return 0, false
 	}
-	t, err := guards.ParseType(s)
+	t, err := toolschema.ParseType(s)
 	return t, err == nil
 }
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
 	"github.com/toolsentry/toolsentry/schemas"
 )
 
@@ -461,7 +461,7 @@ func (g *probeGen) minimal(s map[string]any, at string) any {
 // path takes somewhere (the outcome statuses, the type names of guards).
 var anyValues = append([]any{nil, true, false, json.Number("0"), json.Number("1.5"), json.Number("-1"),
 	"", "x", "ok", "error", []any{}, []any{"x"}, map[string]any{}, map[string]any{"x": "y"}},
-	stringsAsAny(guards.TypeAny.Names())...)
+	stringsAsAny(toolschema.TypeAny.Names())...)
 
 func stringsAsAny(ss []string) []any {
 	out := make([]any, len(ss))

@@ -4,7 +4,7 @@ import (
 	"math"
 	"net/url"
 
-	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
 )
 
 // plainInvocation reports whether Decode certainly accepts the invocation
@@ -85,7 +85,7 @@ func plainFieldTypes(f FieldTypes) bool {
 		return false
 	}
 	for path, t := range f {
-		if t == 0 || t&^guards.TypeAny != 0 || !textLen(path, 0, MaxFieldPathLen) {
+		if t == 0 || t&^toolschema.TypeAny != 0 || !textLen(path, 0, MaxFieldPathLen) {
 			return false
 		}
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
 	"github.com/toolsentry/toolsentry/schemas"
 )
 
@@ -57,7 +57,7 @@ func plainInvocationEvent() Event {
 		Extensions: map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
 	}.event(KindInvocation, "crm.lookup", Event{Invocation: &Invocation{
 		AgentID: "agent-7", ToolID: "crm.lookup", ToolVersion: "2.1.0", SchemaFingerprint: "sha256:9f2c",
-		ArgumentTypes: FieldTypes{"user_id": guards.TypeString, "options": guards.TypeObject, "options.limit": guards.TypeInteger | guards.TypeNull},
+		ArgumentTypes: FieldTypes{"user_id": toolschema.TypeString, "options": toolschema.TypeObject, "options.limit": toolschema.TypeInteger | toolschema.TypeNull},
 		UsedFields:    []string{"user_id"}, OutputFieldsRead: []string{"name"},
 		Outcome: &Outcome{Status: "ok", Correct: &correct}, TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7",
 		ParentSpanID: "p", WorkflowID: "w", LatencyMS: &latency,
@@ -79,7 +79,7 @@ func TestPlainInvocation(t *testing.T) {
 	manyTypes := func(n int) FieldTypes {
 		f := make(FieldTypes, n)
 		for i := range n {
-			f["p"+strconv.Itoa(i)] = guards.TypeString
+			f["p"+strconv.Itoa(i)] = toolschema.TypeString
 		}
 		return f
 	}
@@ -103,9 +103,9 @@ func TestPlainInvocation(t *testing.T) {
 			e.Invocation.TraceID, e.Invocation.SpanID, e.Invocation.ParentSpanID, e.Invocation.WorkflowID = strings.Repeat("t", 256), strings.Repeat("s", 256), strings.Repeat("p", 256), strings.Repeat("w", 256)
 			e.Invocation.Outcome = &Outcome{Status: "error", ErrorType: strings.Repeat("e", 256)}
 		}, true},
-		{"every type at a path", func(e *Event) { e.Invocation.ArgumentTypes = FieldTypes{"x": guards.TypeAny} }, true},
+		{"every type at a path", func(e *Event) { e.Invocation.ArgumentTypes = FieldTypes{"x": toolschema.TypeAny} }, true},
 		{"longest path", func(e *Event) {
-			e.Invocation.ArgumentTypes = FieldTypes{strings.Repeat("é", MaxFieldPathLen): guards.TypeString}
+			e.Invocation.ArgumentTypes = FieldTypes{strings.Repeat("é", MaxFieldPathLen): toolschema.TypeString}
 		}, true},
 		{"most paths", func(e *Event) { e.Invocation.ArgumentTypes = manyTypes(MaxArgumentFields) }, true},
 		{"most used fields", func(e *Event) { e.Invocation.UsedFields = many(1000) }, true},
@@ -126,7 +126,7 @@ func TestPlainInvocation(t *testing.T) {
 		{"no status", func(e *Event) { e.Invocation.Outcome = &Outcome{} }, false},
 		{"error type too long", func(e *Event) { e.Invocation.Outcome = &Outcome{Status: "error", ErrorType: strings.Repeat("e", 257)} }, false},
 		{"path too long", func(e *Event) {
-			e.Invocation.ArgumentTypes = FieldTypes{strings.Repeat("é", MaxFieldPathLen+1): guards.TypeString}
+			e.Invocation.ArgumentTypes = FieldTypes{strings.Repeat("é", MaxFieldPathLen+1): toolschema.TypeString}
 		}, false},
 		{"too many paths", func(e *Event) { e.Invocation.ArgumentTypes = manyTypes(MaxArgumentFields + 1) }, false},
 		{"a path without types", func(e *Event) { e.Invocation.ArgumentTypes = FieldTypes{"x": 0} }, false},
@@ -168,12 +168,12 @@ func TestPlainInvocation(t *testing.T) {
 // accepts what Decode refuses (the full JSON Schema validator included),
 // and Encode writes the same either way.
 func FuzzEncodeInvocation(f *testing.F) {
-	f.Add("agent-7", "crm.lookup", "2.1.0", "user_id", uint8(guards.TypeString), "user_id", "ok", "", 41.5, "agents/billing", int64(1795000000), "traceparent", "00-1", "")
+	f.Add("agent-7", "crm.lookup", "2.1.0", "user_id", uint8(toolschema.TypeString), "user_id", "ok", "", 41.5, "agents/billing", int64(1795000000), "traceparent", "00-1", "")
 	f.Add("é", "a", "", "", uint8(0), "", "", "x", -0.0, "%zz", int64(0), "ID", "", "crm.lookup")
 	f.Fuzz(func(t *testing.T, agent, tool, version, path string, types uint8, used, status, errType string, latency float64, source string, unix int64, ext, extValue, subject string) {
 		inv := Invocation{AgentID: agent, ToolID: tool, ToolVersion: version, SchemaFingerprint: version, TraceID: errType, LatencyMS: &latency}
 		if path != "" || types != 0 {
-			inv.ArgumentTypes = FieldTypes{path: guards.TypeSet(types)}
+			inv.ArgumentTypes = FieldTypes{path: toolschema.TypeSet(types)}
 		}
 		if used != "" {
 			inv.UsedFields = []string{used, path}
@@ -210,7 +210,7 @@ func TestInvocationAppendJSON(t *testing.T) {
 	for _, s := range []string{"", "plain", "<a&b>", "quote\" back\\slash", "\b\f\n\r\t\x00\x1f\x7f", "\u2028\u2029", "é😀", "bad \xff\xfe utf-8", "\xed\xa0\x80"} {
 		checkInvocationJSON(t, &Invocation{
 			AgentID: s, ToolID: s, ToolVersion: s, SchemaFingerprint: s,
-			ArgumentTypes: FieldTypes{s: guards.TypeString, s + "x": guards.TypeAny, s + "y": 0, "b": guards.TypeNull | guards.TypeInteger},
+			ArgumentTypes: FieldTypes{s: toolschema.TypeString, s + "x": toolschema.TypeAny, s + "y": 0, "b": toolschema.TypeNull | toolschema.TypeInteger},
 			UsedFields:    []string{s, "z"}, OutputFieldsRead: []string{s},
 			Outcome: &Outcome{Status: s, ErrorType: s, Correct: &no}, TraceID: s, SpanID: s, ParentSpanID: s, WorkflowID: s,
 		})

@@ -11,7 +11,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
-	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
 )
 
 // maxJSONDepth bounds the nesting of a decoded document, as encoding/json
@@ -549,7 +549,7 @@ func (p *parser) summarizeObject(path string, depth int) error {
 		p.skipSpace()
 		// The path syntax of guards' schema diff: names joined by '.', with
 		// . [ ] \ ( ) | * in a name escaped by '\'.
-		child := guards.JoinSchemaPath(path, key)
+		child := toolschema.JoinSchemaPath(path, key)
 		if depth == 0 {
 			child = strings.Clone(child) // not a substring of the whole body
 		}
@@ -608,41 +608,41 @@ func (p *parser) summarizeValue(path string, depth int) error {
 	if p.i >= len(p.b) {
 		return p.unexpected()
 	}
-	var t guards.TypeSet
+	var t toolschema.TypeSet
 	switch c := p.b[p.i]; {
 	case c == '{':
-		t = guards.TypeObject
+		t = toolschema.TypeObject
 	case c == '[':
-		t = guards.TypeArray
+		t = toolschema.TypeArray
 	case c == '"':
 		if _, err := p.str(); err != nil {
 			return err
 		}
-		t = guards.TypeString
+		t = toolschema.TypeString
 	case c == '-' || '0' <= c && c <= '9':
 		start := p.i
 		if err := p.scanNumber(); err != nil {
 			return err
 		}
-		t = guards.TypeNumber
+		t = toolschema.TypeNumber
 		if isIntegerLiteral(p.s[start:p.i]) {
-			t = guards.TypeInteger
+			t = toolschema.TypeInteger
 		}
 	case c == 't':
 		if err := p.literal("true"); err != nil {
 			return err
 		}
-		t = guards.TypeBoolean
+		t = toolschema.TypeBoolean
 	case c == 'f':
 		if err := p.literal("false"); err != nil {
 			return err
 		}
-		t = guards.TypeBoolean
+		t = toolschema.TypeBoolean
 	case c == 'n':
 		if err := p.literal("null"); err != nil {
 			return err
 		}
-		t = guards.TypeNull
+		t = toolschema.TypeNull
 	default:
 		return p.unexpected()
 	}
@@ -650,10 +650,10 @@ func (p *parser) summarizeValue(path string, depth int) error {
 		return &argumentsError{err.Error()}
 	}
 	switch t {
-	case guards.TypeObject:
+	case toolschema.TypeObject:
 		return p.summarizeObject(path, depth+1)
-	case guards.TypeArray:
-		return p.summarizeArray(guards.ItemsPath(path), depth+1)
+	case toolschema.TypeArray:
+		return p.summarizeArray(toolschema.ItemsPath(path), depth+1)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
 )
 
 // NewToolsListObserved builds the schema observation of an MCP tools/list
@@ -60,7 +61,7 @@ func ToolFingerprint(t MCPTool) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w: tool %q: %v", guards.ErrInvalid, t.Name, err)
 	}
-	defs, err := guards.ParseToolDocument(raw)
+	defs, err := toolschema.ParseToolDocument(raw)
 	if err != nil {
 		return "", err
 	}
@@ -69,5 +70,5 @@ func ToolFingerprint(t MCPTool) (string, error) {
 	}
 	def := defs[0]
 	def.ID = t.Name
-	return guards.Fingerprint(def)
+	return toolschema.Fingerprint(def)
 }

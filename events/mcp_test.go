@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/toolsentry/toolsentry/events"
-	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
 )
 
 func TestNewToolsListObserved(t *testing.T) {
@@ -39,11 +39,11 @@ func TestNewToolsListObserved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defs, err := guards.ParseToolDocument([]byte(`{"x-vendor":1,"inputSchema":{"properties":{"user_id":{"type":"string"}},"type":"object"},"name":"lookup"}`))
+	defs, err := toolschema.ParseToolDocument([]byte(`{"x-vendor":1,"inputSchema":{"properties":{"user_id":{"type":"string"}},"type":"object"},"name":"lookup"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, _ := guards.Fingerprint(defs[0])
+	want, _ := toolschema.Fingerprint(defs[0])
 	if fp != want {
 		t.Errorf("ToolFingerprint %s, the guards' fingerprint of the same tool %s", fp, want)
 	}

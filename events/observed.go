@@ -6,7 +6,7 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/workflow"
 )
 
 // WorkflowObserved is the data of TypeWorkflowObserved: one run of a
@@ -21,7 +21,7 @@ type WorkflowObserved struct {
 	AgentID       string         `json:"agent_id"`
 	TraceID       string         `json:"trace_id"`
 	SpanID        string         `json:"span_id"` // the agent invocation's span
-	Structure     guards.Node    `json:"structure"`
+	Structure     workflow.Node  `json:"structure"`
 	Calls         []ObservedCall `json:"calls"`
 	Success       bool           `json:"success"`
 }
@@ -90,8 +90,8 @@ func workflowObservedOf(m map[string]any) (*WorkflowObserved, error) {
 }
 
 // observedLeaves lists the structure's tool calls in order.
-func observedLeaves(n guards.Node, out []string) []string {
-	if n.Kind == guards.KindTool {
+func observedLeaves(n workflow.Node, out []string) []string {
+	if n.Kind == workflow.KindTool {
 		return append(out, n.Tool)
 	}
 	for _, c := range n.Of {
@@ -102,8 +102,8 @@ func observedLeaves(n guards.Node, out []string) []string {
 
 // observedQualityOf reads a composition verdict's validated "observed"
 // object, refusing counts and rates that contradict each other.
-func observedQualityOf(m map[string]any) (*guards.ObservedQuality, error) {
-	o := &guards.ObservedQuality{}
+func observedQualityOf(m map[string]any) (*workflow.ObservedQuality, error) {
+	o := &workflow.ObservedQuality{}
 	var err error
 	if o.Runs, err = count(m, "runs", "observed.runs"); err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/workflow"
 )
 
 const (
@@ -30,7 +31,7 @@ func observedDecodeCases(t testing.TB) []decodeCase {
 				Time: mustTime(t, "2026-11-29T10:00:00Z"), Key: "support",
 				WorkflowObserved: &WorkflowObserved{
 					CompositionID: "support", AgentID: "support-bot", TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7",
-					Structure: guards.Chain(guards.Tool("crm.lookup"), guards.ParallelAll(guards.Tool("kb.search"), guards.Tool("billing.balance")), guards.Tool("mail.send")),
+					Structure: workflow.Chain(workflow.Tool("crm.lookup"), workflow.ParallelAll(workflow.Tool("kb.search"), workflow.Tool("billing.balance")), workflow.Tool("mail.send")),
 					Calls: []ObservedCall{
 						{ToolID: "crm.lookup", SpanID: "a1", Status: "ok"},
 						{ToolID: "kb.search", SpanID: "a2", Status: "ok", Correct: ptr(false)},
@@ -46,7 +47,7 @@ func observedDecodeCases(t testing.TB) []decodeCase {
 				`{"composition_id":"lookup only","agent_id":"a","trace_id":"t","span_id":"s","structure":"crm.lookup","calls":[{"tool_id":"crm.lookup","span_id":"s1","status":"ok"}],"success":true}`),
 			want: Event{Kind: KindWorkflowObserved, Type: TypeWorkflowObserved, ID: "o-2", Source: "otlp", Key: "lookup only",
 				WorkflowObserved: &WorkflowObserved{
-					CompositionID: "lookup only", AgentID: "a", TraceID: "t", SpanID: "s", Structure: guards.Tool("crm.lookup"),
+					CompositionID: "lookup only", AgentID: "a", TraceID: "t", SpanID: "s", Structure: workflow.Tool("crm.lookup"),
 					Calls: []ObservedCall{{ToolID: "crm.lookup", SpanID: "s1", Status: "ok"}}, Success: true,
 				}},
 		},
@@ -57,8 +58,8 @@ func observedDecodeCases(t testing.TB) []decodeCase {
 			want: Event{Kind: KindCompositionVerdict, Type: TypeCompositionVerdict, ID: "v-3", Source: "toolsentry", Key: "support",
 				CompositionVerdict: &CompositionVerdict{
 					Verdict: guards.CompositionDegraded, Directive: "HALT: Observed quality 40.00% < requirement 80.00% over 30 runs.", ManifestDigest: digest,
-					CompositionID: "support", ComposedQuality: 0.4, Confidence: guards.ConfidenceConfirmed, FailureModes: []byte(`[]`),
-					Observed:     &guards.ObservedQuality{Runs: 30, Successes: 12, SuccessRate: 0.4, SuccessRateLower: 0.27, SuccessRateUpper: 0.55, PredictedQuality: 0.9025, CorrelatedErrors: true},
+					CompositionID: "support", ComposedQuality: 0.4, Confidence: workflow.ConfidenceConfirmed, FailureModes: []byte(`[]`),
+					Observed:     &workflow.ObservedQuality{Runs: 30, Successes: 12, SuccessRate: 0.4, SuccessRateLower: 0.27, SuccessRateUpper: 0.55, PredictedQuality: 0.9025, CorrelatedErrors: true},
 					GuardVersion: "1", InputEventID: "e-9", InputSubject: "toolsentry.telemetry.observed.support", InputSequence: 90,
 				}},
 		},
@@ -98,7 +99,7 @@ func observedErrorCases() []errorCase {
 func TestNewWorkflowObserved(t *testing.T) {
 	p := WorkflowObserved{
 		CompositionID: "support", AgentID: "bot", TraceID: "t", SpanID: "s",
-		Structure: guards.Chain(guards.Tool("a"), guards.Tool("b")),
+		Structure: workflow.Chain(workflow.Tool("a"), workflow.Tool("b")),
 		Calls:     []ObservedCall{{ToolID: "a", SpanID: "1", Status: "ok"}, {ToolID: "b", SpanID: "2", Status: "error", ErrorType: "tool_error"}},
 	}
 	msg, err := Names{}.NewWorkflowObserved(Meta{ID: "t-s", Source: "otlp"}, p)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
+	"github.com/toolsentry/toolsentry/guards/workflow"
 )
 
 // Event is one decoded CloudEvent: its attributes, the key of the subject it
@@ -115,7 +117,7 @@ type Outcome struct {
 // escaped with '\' ("user_id", "options.limit", "items[]", "items[].id",
 // "a\.b" for the key "a.b"). Containers have a path too ("options" is an
 // object).
-type FieldTypes map[string]guards.TypeSet
+type FieldTypes map[string]toolschema.TypeSet
 
 // MarshalJSON writes each path's type as a JSON Schema type name, or an
 // array of names when several were seen.
@@ -134,7 +136,7 @@ func (f FieldTypes) MarshalJSON() ([]byte, error) {
 
 // Leaves returns the paths of leaves, sorted: scalars, and objects and
 // arrays with no member or item recorded below them. It is
-// guards.SurfaceFromArguments of the arguments the types were read from (the
+// toolschema.SurfaceFromArguments of the arguments the types were read from (the
 // input surface the agent used), except for a container that was empty in
 // one place and not in another (items [[1], []]): guards lists it as a leaf
 // too, and Leaves cannot, since types do not say that one was empty; its
@@ -142,7 +144,7 @@ func (f FieldTypes) MarshalJSON() ([]byte, error) {
 func (f FieldTypes) Leaves() []string {
 	var out []string
 	for p, t := range f {
-		if t&(guards.TypeObject|guards.TypeArray) == 0 || !f.hasChildren(p, t) {
+		if t&(toolschema.TypeObject|toolschema.TypeArray) == 0 || !f.hasChildren(p, t) {
 			out = append(out, p)
 		}
 	}
@@ -153,13 +155,13 @@ func (f FieldTypes) Leaves() []string {
 // hasChildren reports whether a container path has members or items
 // recorded. A path seen both as an empty and as a non-empty container
 // counts as having children.
-func (f FieldTypes) hasChildren(p string, t guards.TypeSet) bool {
-	if t&guards.TypeArray != 0 {
-		if _, ok := f[guards.ItemsPath(p)]; ok {
+func (f FieldTypes) hasChildren(p string, t toolschema.TypeSet) bool {
+	if t&toolschema.TypeArray != 0 {
+		if _, ok := f[toolschema.ItemsPath(p)]; ok {
 			return true
 		}
 	}
-	if t&guards.TypeObject != 0 {
+	if t&toolschema.TypeObject != 0 {
 		prefix := p + "."
 		for q := range f {
 			if strings.HasPrefix(q, prefix) {
@@ -215,7 +217,7 @@ type QualityCheckpoint struct {
 }
 
 // Workflow is the data of TypeWorkflow. Raw is the whole workflow object as
-// canonical JSON (keys sorted), for guards.ParseWorkflow; its shape has been
+// canonical JSON (keys sorted), for workflow.ParseWorkflow; its shape has been
 // validated against the workflow.declared.v1 schema, its meaning has not.
 type Workflow struct {
 	CompositionID string
@@ -258,9 +260,9 @@ type CompositionVerdict struct {
 	ComposedQuality      float64                   `json:"composed_quality"`
 	ComposedQualityLower *float64                  `json:"composed_quality_lower,omitempty"`
 	ComposedQualityUpper *float64                  `json:"composed_quality_upper,omitempty"`
-	Confidence           guards.Confidence         `json:"confidence,omitempty"`    // CONFIRMED or INCONCLUSIVE; "" when absent
+	Confidence           workflow.Confidence       `json:"confidence,omitempty"`    // CONFIRMED or INCONCLUSIVE; "" when absent
 	FailureModes         json.RawMessage           `json:"failure_modes,omitempty"` // a JSON array; nil when absent
-	Observed             *guards.ObservedQuality   `json:"observed,omitempty"`      // at an observed-runs checkpoint
+	Observed             *workflow.ObservedQuality `json:"observed,omitempty"`      // at an observed-runs checkpoint
 	GuardVersion         string                    `json:"guard_version"`
 	InputEventID         string                    `json:"input_event_id"`
 	InputSubject         string                    `json:"input_subject"`

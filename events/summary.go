@@ -1,7 +1,7 @@
 package events
 
 // This file says what a verdict tells its reader to do, in words: the
-// action (guards.SchemaAction, guards.CompositionAction: the mapping the
+// action (toolschema.SchemaAction, guards.CompositionAction: the mapping the
 // directives in force use too) and a one-line summary. Both are functions
 // of the verdict's own fields, so that the core writes them into every
 // verdict and a replay re-derives them bit for bit. A summary names tools,
@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
 )
 
 // MaxSummaryLen is the longest summary, in characters (verdict schemas'
@@ -24,24 +25,24 @@ const MaxSummaryLen = 300
 
 // plan returns the verdict's affected fields and migration plan, decoded
 // (empty when there are none).
-func (v *SchemaVerdict) plan(id string) ([]string, guards.MigrationPlan, error) {
+func (v *SchemaVerdict) plan(id string) ([]string, toolschema.MigrationPlan, error) {
 	affected := []string{}
-	plan := guards.MigrationPlan{Steps: []guards.MigrationStep{}, Blocked: []guards.MigrationBlocker{}}
+	plan := toolschema.MigrationPlan{Steps: []toolschema.MigrationStep{}, Blocked: []toolschema.MigrationBlocker{}}
 	if len(v.Migration) > 0 && string(v.Migration) != "null" && !noSteps(v.Migration) {
 		if err := json.Unmarshal(v.Migration, &plan); err != nil {
-			return nil, guards.MigrationPlan{}, fmt.Errorf("%w: verdict %s: migration: %v", ErrBadEvent, id, err)
+			return nil, toolschema.MigrationPlan{}, fmt.Errorf("%w: verdict %s: migration: %v", ErrBadEvent, id, err)
 		}
 	}
 	if len(v.Affected) > 0 && string(v.Affected) != "null" && string(v.Affected) != "[]" {
 		if err := json.Unmarshal(v.Affected, &affected); err != nil {
-			return nil, guards.MigrationPlan{}, fmt.Errorf("%w: verdict %s: affected: %v", ErrBadEvent, id, err)
+			return nil, toolschema.MigrationPlan{}, fmt.Errorf("%w: verdict %s: affected: %v", ErrBadEvent, id, err)
 		}
 	}
 	if plan.Steps == nil {
-		plan.Steps = []guards.MigrationStep{}
+		plan.Steps = []toolschema.MigrationStep{}
 	}
 	if plan.Blocked == nil {
-		plan.Blocked = []guards.MigrationBlocker{}
+		plan.Blocked = []toolschema.MigrationBlocker{}
 	}
 	return affected, plan, nil
 }
@@ -56,11 +57,11 @@ func (v *SchemaVerdict) Describe() (guards.Action, string, error) {
 	if err != nil {
 		return "", "", err
 	}
-	action, reason := guards.SchemaAction(v.Verdict, affected, plan)
+	action, reason := toolschema.SchemaAction(v.Verdict, affected, plan)
 	return action, clip(v.summary(action, reason, affected, plan)), nil
 }
 
-func (v *SchemaVerdict) summary(action guards.Action, reason string, affected []string, plan guards.MigrationPlan) string {
+func (v *SchemaVerdict) summary(action guards.Action, reason string, affected []string, plan toolschema.MigrationPlan) string {
 	who := v.AgentID
 	if who == "" {
 		who = "agents"
@@ -92,20 +93,20 @@ func (v *SchemaVerdict) summary(action guards.Action, reason string, affected []
 // stepsInWords says what the migration's steps for the affected fields
 // ask of the agent ("send perPage instead of per_page, send limit as
 // integer"); never a value, not even a default the plan pins.
-func stepsInWords(affected []string, plan guards.MigrationPlan) string {
+func stepsInWords(affected []string, plan toolschema.MigrationPlan) string {
 	var out []string
 	for _, s := range plan.Steps {
 		if !touches(affected, s) {
 			continue
 		}
 		switch s.Op {
-		case guards.OpMove:
+		case toolschema.OpMove:
 			out = append(out, "send "+s.To+" instead of "+s.Path)
-		case guards.OpConvert:
+		case toolschema.OpConvert:
 			out = append(out, "send "+s.Path+" as "+s.Type)
-		case guards.OpMapEnum:
+		case toolschema.OpMapEnum:
 			out = append(out, "send the new values of "+s.Path)
-		case guards.OpAddIfAbsent:
+		case toolschema.OpAddIfAbsent:
 			out = append(out, "send "+s.Path+" explicitly (its default changed)")
 		default:
 			out = append(out, string(s.Op)+" "+s.Path)
@@ -118,7 +119,7 @@ func stepsInWords(affected []string, plan guards.MigrationPlan) string {
 }
 
 // touches reports whether a step addresses one of the affected fields.
-func touches(affected []string, s guards.MigrationStep) bool {
+func touches(affected []string, s toolschema.MigrationStep) bool {
 	for _, a := range affected {
 		if a == s.Path || a == s.To || strings.HasPrefix(s.Path, a+".") || strings.HasPrefix(a, s.Path+".") {
 			return true

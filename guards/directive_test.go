@@ -6,11 +6,12 @@ import (
 	"testing"
 
 	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
 )
 
-func mustTool(t *testing.T, doc string) guards.ToolDefinition {
+func mustTool(t *testing.T, doc string) toolschema.ToolDefinition {
 	t.Helper()
-	defs, err := guards.ParseToolDocument([]byte(doc))
+	defs, err := toolschema.ParseToolDocument([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,11 +77,11 @@ func TestSchemaActionFromDrift(t *testing.T) {
 			if err := json.Unmarshal([]byte(c.args), &args); err != nil {
 				t.Fatal(err)
 			}
-			rep, err := guards.EvaluateDrift(mustTool(t, v1), mustTool(t, c.v2), guards.UsedSurface{Input: guards.SurfaceFromArguments(args), Output: c.output})
+			rep, err := toolschema.EvaluateDrift(mustTool(t, v1), mustTool(t, c.v2), toolschema.UsedSurface{Input: toolschema.SurfaceFromArguments(args), Output: c.output})
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, reason := guards.SchemaAction(rep.Manifest.Verdict, rep.Affected, rep.Migration)
+			got, reason := toolschema.SchemaAction(rep.Manifest.Verdict, rep.Affected, rep.Migration)
 			if got != c.want || !strings.Contains(reason, c.reasonHas) {
 				t.Errorf("SchemaAction(%s, %q, %+v) = %s (%s), want %s with %q", rep.Manifest.Verdict, rep.Affected, rep.Migration, got, reason, c.want, c.reasonHas)
 			}
@@ -89,28 +90,28 @@ func TestSchemaActionFromDrift(t *testing.T) {
 }
 
 func TestSchemaActionTable(t *testing.T) {
-	move := guards.MigrationPlan{Steps: []guards.MigrationStep{{Op: guards.OpMove, Path: "a", To: "b"}}}
+	move := toolschema.MigrationPlan{Steps: []toolschema.MigrationStep{{Op: toolschema.OpMove, Path: "a", To: "b"}}}
 	cases := []struct {
 		verdict  guards.SchemaVerdict
 		affected []string
-		plan     guards.MigrationPlan
+		plan     toolschema.MigrationPlan
 		want     guards.Action
 	}{
-		{guards.SchemaMatch, nil, guards.MigrationPlan{}, guards.ActionProceed},
-		{guards.NoBaseline, nil, guards.MigrationPlan{}, guards.ActionProceed},
-		{guards.DriftOnUnusedFields, nil, guards.MigrationPlan{}, guards.ActionProceed},
+		{guards.SchemaMatch, nil, toolschema.MigrationPlan{}, guards.ActionProceed},
+		{guards.NoBaseline, nil, toolschema.MigrationPlan{}, guards.ActionProceed},
+		{guards.DriftOnUnusedFields, nil, toolschema.MigrationPlan{}, guards.ActionProceed},
 		{guards.DriftOnUsedFields, []string{"a"}, move, guards.ActionMigrate},
 		{guards.DriftOnUsedFields, []string{"b"}, move, guards.ActionMigrate},
 		{guards.DriftOnUsedFields, []string{"a.x"}, move, guards.ActionMigrate},
 		{guards.DriftOnUsedFields, []string{"a", "c"}, move, guards.ActionHalt},
 		{guards.DriftOnUsedFields, nil, move, guards.ActionHalt},
 		{guards.DriftOnUsedFields, []string{"tool:description"}, move, guards.ActionHalt},
-		{guards.DriftOnUsedFields, []string{"a"}, guards.MigrationPlan{Steps: move.Steps, Blocked: []guards.MigrationBlocker{{Path: "a", When: guards.BlockWhenPresent}}}, guards.ActionHalt},
-		{guards.DriftOnUsedFields, []string{"a"}, guards.MigrationPlan{Steps: move.Steps, Blocked: []guards.MigrationBlocker{{Path: "z", When: guards.BlockWhenPresent}}}, guards.ActionMigrate},
-		{"SOMETHING_NEW", nil, guards.MigrationPlan{}, guards.ActionHalt},
+		{guards.DriftOnUsedFields, []string{"a"}, toolschema.MigrationPlan{Steps: move.Steps, Blocked: []toolschema.MigrationBlocker{{Path: "a", When: toolschema.BlockWhenPresent}}}, guards.ActionHalt},
+		{guards.DriftOnUsedFields, []string{"a"}, toolschema.MigrationPlan{Steps: move.Steps, Blocked: []toolschema.MigrationBlocker{{Path: "z", When: toolschema.BlockWhenPresent}}}, guards.ActionMigrate},
+		{"SOMETHING_NEW", nil, toolschema.MigrationPlan{}, guards.ActionHalt},
 	}
 	for _, c := range cases {
-		if got, reason := guards.SchemaAction(c.verdict, c.affected, c.plan); got != c.want {
+		if got, reason := toolschema.SchemaAction(c.verdict, c.affected, c.plan); got != c.want {
 			t.Errorf("SchemaAction(%s, %q) = %s (%s), want %s", c.verdict, c.affected, got, reason, c.want)
 		}
 	}

@@ -15,23 +15,17 @@
 //	m := guards.EvaluateComposition(comp, guards.CompositionPolicy{RequireSchemaCompatibility: true})
 //	// m.Verdict, m.ComposedQuality, m.Directive, m.ManifestDigest
 //
-// On top of the seeds:
+// This package is the base that the two domains build on, each in a
+// package of its own:
 //
-//   - Tool schemas (toolschema_*.go): ParseToolDocument reads an MCP Tool, a
-//     tools/list result or a bare JSON Schema; Fingerprint hashes a
-//     normalised, RFC 8785 canonical form; DiffTools lists typed changes
-//     with their direction-aware breaking flag; EvaluateDrift joins the diff
-//     with an agent's used surface, decides with EvaluateSchema, and plans
-//     the MigrationPlan that rewrites the agent's payload. InputDeviations
-//     and ObservedInputTool judge what an agent still sends against the
-//     current schema (the seed's silent rename, seen from the agent's side).
-//   - Compositions (workflow*.go): ParseWorkflow and EvaluateWorkflow take
-//     chains, parallel blocks, k-of-n votes and conditionals, measured
-//     accuracies with confidence bounds, stage compatibility from JSON
-//     Schemas, and a failure-mode manifest; a plain chain gives exactly the
-//     seed's manifest.
-//   - DecodeStrict is the one strict JSON decoder for every input case:
-//     unknown, missing and mistyped fields are errors naming their path.
+//	guards                 the seeds' two guards, the action of every verdict
+//	│                      (Action), the Python text (pytext.go), DecodeStrict
+//	├── guards/toolschema  tool schemas: parse, fingerprint, diff, drift, migrate
+//	└── guards/workflow    compositions: workflows beyond the seed's chain
+//	                       (imports toolschema for stage compatibility)
+//
+// DecodeStrict is the one strict JSON decoder for every input case:
+// unknown, missing and mistyped fields are errors naming their path.
 package guards
 
 // Version names the decision logic that produced a verdict. Every verdict

@@ -37,6 +37,7 @@ import (
 	"github.com/toolsentry/toolsentry/consumer/core"
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
 	"github.com/toolsentry/toolsentry/publisher/agent"
 )
 
@@ -313,10 +314,10 @@ func (a *api) listTools(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// apiChange is a row of a tool's diff: a guards.Change and the agents it
+// apiChange is a row of a tool's diff: a toolschema.Change and the agents it
 // affects.
 type apiChange struct {
-	guards.Change
+	toolschema.Change
 	AffectedAgents []string `json:"affected_agents"`
 }
 
@@ -404,13 +405,13 @@ func (a *api) usageOf(ctx context.Context, tool string) ([]core.UsageRecord, err
 }
 
 // toolDefinition parses a stored tool version as the core does.
-func toolDefinition(id string, v core.ToolVersion) (guards.ToolDefinition, error) {
-	defs, err := guards.ParseToolDocument(v.Tool)
+func toolDefinition(id string, v core.ToolVersion) (toolschema.ToolDefinition, error) {
+	defs, err := toolschema.ParseToolDocument(v.Tool)
 	if err != nil {
-		return guards.ToolDefinition{}, err
+		return toolschema.ToolDefinition{}, err
 	}
 	if len(defs) != 1 {
-		return guards.ToolDefinition{}, fmt.Errorf("a tool version holds %d tools", len(defs))
+		return toolschema.ToolDefinition{}, fmt.Errorf("a tool version holds %d tools", len(defs))
 	}
 	d := defs[0]
 	d.ID, d.Version = id, v.Version
@@ -458,11 +459,11 @@ func toolDetail(rec core.BaselineRecord, usage []core.UsageRecord, directives []
 		if err != nil {
 			return out, fmt.Errorf("current version: %w", err)
 		}
-		drift, err := guards.NewDrift(oldT, newT, rec.Baseline.Fingerprint, rec.Current.Fingerprint)
+		drift, err := toolschema.NewDrift(oldT, newT, rec.Baseline.Fingerprint, rec.Current.Fingerprint)
 		if err != nil {
 			return out, err
 		}
-		rep, err := drift.Evaluate(guards.UsedSurface{})
+		rep, err := drift.Evaluate(toolschema.UsedSurface{})
 		if err != nil {
 			return out, err
 		}
@@ -478,7 +479,7 @@ func toolDetail(rec core.BaselineRecord, usage []core.UsageRecord, directives []
 			}
 		}
 		for _, c := range rep.Changes {
-			ags := affects[guards.SurfaceKey(c.Side, c.Path)]
+			ags := affects[toolschema.SurfaceKey(c.Side, c.Path)]
 			sort.Strings(ags)
 			out.Changes = append(out.Changes, apiChange{Change: c, AffectedAgents: append([]string{}, ags...)})
 		}

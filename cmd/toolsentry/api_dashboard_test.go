@@ -20,6 +20,8 @@ import (
 
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
+	"github.com/toolsentry/toolsentry/guards/workflow"
 )
 
 // dashboardFixture is a real serve fed, by `toolsentry emit` and POST
@@ -220,7 +222,7 @@ func TestDashboardPageData(t *testing.T) {
 		// The chart's points: the observed comparison of checkpoint verdicts.
 		var page apiVerdictPage
 		get("/v1/verdicts?order=asc&limit=500&composition=etl", "VerdictPage", &page)
-		var points []guards.ObservedQuality
+		var points []workflow.ObservedQuality
 		for _, v := range page.Verdicts {
 			var ev struct {
 				Data events.CompositionVerdict `json:"data"`
@@ -249,7 +251,7 @@ func TestDashboardPageData(t *testing.T) {
 			t.Errorf("agent %+v", ag)
 		}
 		if len(ag.Directives) != 1 || ag.Directives[0].ToolID != "crm/lookup" || ag.Directives[0].Action != guards.ActionMigrate ||
-			ag.Directives[0].Migration.Steps[0].Op != guards.OpMove || ag.Directives[0].Verdict.Name != "DRIFT_ON_USED_FIELDS" {
+			ag.Directives[0].Migration.Steps[0].Op != toolschema.OpMove || ag.Directives[0].Verdict.Name != "DRIFT_ON_USED_FIELDS" {
 			t.Errorf("directives %+v", ag.Directives)
 		}
 		if len(list.CompositionDirectives) != 1 || list.CompositionDirectives[0].CompositionID != "etl" || list.CompositionDirectives[0].Action != guards.ActionHalt {

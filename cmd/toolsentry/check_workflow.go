@@ -1,9 +1,9 @@
 package main
 
-import "github.com/toolsentry/toolsentry/guards"
+import "github.com/toolsentry/toolsentry/guards/workflow"
 
 // `toolsentry check workflow`: one workflow per input line (issue 4), one
-// guards.WorkflowManifest per output line.
+// workflow.WorkflowManifest per output line.
 func init() {
 	registerCheck(checkKind{
 		name: "workflow",
@@ -18,9 +18,9 @@ func init() {
 }
 
 func evaluateWorkflowCase(line []byte) (any, error) {
-	w, err := guards.ParseWorkflow(line)
+	w, err := workflow.ParseWorkflow(line)
 	if err != nil {
 		return nil, err
 	}
-	return guards.EvaluateWorkflow(w)
+	return workflow.EvaluateWorkflow(w)
 }

@@ -9,7 +9,7 @@ import (
 
 // The command answers the guards' golden workflow cases byte for byte.
 func TestCheckWorkflowMatchesGolden(t *testing.T) {
-	dir := filepath.Join("..", "..", "guards", "testdata", "workflow")
+	dir := filepath.Join("..", "..", "guards", "workflow", "testdata", "workflow")
 	cases, err := os.ReadFile(filepath.Join(dir, "cases.jsonl"))
 	if err != nil {
 		t.Fatal(err)

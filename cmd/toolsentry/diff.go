@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
 )
 
 func init() {
@@ -155,18 +156,18 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 
 // loadTool reads one tool from a file (see toolInputsHelp), picking name
 // from a tools/list when given.
-func loadTool(path, name string) (guards.ToolDefinition, error) {
+func loadTool(path, name string) (toolschema.ToolDefinition, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		return guards.ToolDefinition{}, err
+		return toolschema.ToolDefinition{}, err
 	}
-	tools, err := guards.ParseToolDocument(raw)
+	tools, err := toolschema.ParseToolDocument(raw)
 	if err != nil {
-		return guards.ToolDefinition{}, fmt.Errorf("%s: %w", path, err)
+		return toolschema.ToolDefinition{}, fmt.Errorf("%s: %w", path, err)
 	}
 	if name == "" {
 		if len(tools) != 1 {
-			return guards.ToolDefinition{}, usageErrorf("%s lists %d tools: pick one with --tool (%s)", path, len(tools), toolNames(tools))
+			return toolschema.ToolDefinition{}, usageErrorf("%s lists %d tools: pick one with --tool (%s)", path, len(tools), toolNames(tools))
 		}
 		return tools[0], nil
 	}
@@ -175,10 +176,10 @@ func loadTool(path, name string) (guards.ToolDefinition, error) {
 			return t, nil
 		}
 	}
-	return guards.ToolDefinition{}, fmt.Errorf("%s: no tool named %q (have: %s)", path, name, toolNames(tools))
+	return toolschema.ToolDefinition{}, fmt.Errorf("%s: no tool named %q (have: %s)", path, name, toolNames(tools))
 }
 
-func toolNames(tools []guards.ToolDefinition) string {
+func toolNames(tools []toolschema.ToolDefinition) string {
 	names := make([]string, len(tools))
 	for i, t := range tools {
 		names[i] = fmt.Sprintf("%q", t.Name)
@@ -190,7 +191,7 @@ func toolNames(tools []guards.ToolDefinition) string {
 }
 
 // loadToolPair reads OLD and NEW; a tool named by --tool must be in both.
-func loadToolPair(oldPath, newPath, name string) (guards.ToolDefinition, guards.ToolDefinition, error) {
+func loadToolPair(oldPath, newPath, name string) (toolschema.ToolDefinition, toolschema.ToolDefinition, error) {
 	oldT, err := loadTool(oldPath, name)
 	if err != nil {
 		return oldT, oldT, err
@@ -218,14 +219,14 @@ func decodePayload(r io.Reader) (any, error) {
 
 // diffJSON is the --json output.
 type diffJSON struct {
-	OldFingerprint string               `json:"old_fingerprint"`
-	NewFingerprint string               `json:"new_fingerprint"`
-	Changes        []guards.Change      `json:"changes"`
-	Verdict        guards.SchemaVerdict `json:"verdict"`
-	Directive      string               `json:"directive"`
-	ManifestDigest string               `json:"manifest_digest"`
-	Affected       []string             `json:"affected"`
-	Migration      guards.MigrationPlan `json:"migration"`
+	OldFingerprint string                   `json:"old_fingerprint"`
+	NewFingerprint string                   `json:"new_fingerprint"`
+	Changes        []toolschema.Change      `json:"changes"`
+	Verdict        guards.SchemaVerdict     `json:"verdict"`
+	Directive      string                   `json:"directive"`
+	ManifestDigest string                   `json:"manifest_digest"`
+	Affected       []string                 `json:"affected"`
+	Migration      toolschema.MigrationPlan `json:"migration"`
 }
 
 func runDiff(_ context.Context, args []string, io stdio) error {
@@ -246,11 +247,11 @@ func runDiff(_ context.Context, args []string, io stdio) error {
 		return usageErrorf("diff needs two files, OLD and NEW, got %d", len(files))
 	}
 	for _, p := range append(append([]string{}, used...), usedOutput...) {
-		if err := guards.CheckSchemaPath(p); err != nil {
+		if err := toolschema.CheckSchemaPath(p); err != nil {
 			return usageErrorf("--used or --used-output: %s", strings.TrimPrefix(err.Error(), guards.ErrInvalid.Error()+": "))
 		}
 	}
-	var sends map[string]guards.SentField
+	var sends map[string]toolschema.SentField
 	if *argsFile != "" {
 		raw, err := os.ReadFile(*argsFile)
 		if err != nil {
@@ -260,14 +261,14 @@ func runDiff(_ context.Context, args []string, io stdio) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", *argsFile, err)
 		}
-		used = append(used, guards.SurfaceFromArguments(payload)...)
-		sends = guards.SendsFromArguments(payload)
+		used = append(used, toolschema.SurfaceFromArguments(payload)...)
+		sends = toolschema.SendsFromArguments(payload)
 	}
 	oldT, newT, err := loadToolPair(files[0], files[1], *toolName)
 	if err != nil {
 		return err
 	}
-	rep, err := guards.EvaluateDrift(oldT, newT, guards.UsedSurface{Input: used, Output: usedOutput, Tool: usedTool, Sends: sends})
+	rep, err := toolschema.EvaluateDrift(oldT, newT, toolschema.UsedSurface{Input: used, Output: usedOutput, Tool: usedTool, Sends: sends})
 	if err != nil {
 		return err
 	}
@@ -289,7 +290,7 @@ func runDiff(_ context.Context, args []string, io stdio) error {
 	return writeDiffTable(io.out, rep)
 }
 
-func writeDiffTable(w io.Writer, rep guards.DriftReport) error {
+func writeDiffTable(w io.Writer, rep toolschema.DriftReport) error {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "old  %s\nnew  %s\n\n", rep.OldFingerprint, rep.NewFingerprint)
 	affected := map[string]bool{}
@@ -306,12 +307,12 @@ func writeDiffTable(w io.Writer, rep guards.DriftReport) error {
 			if path == "" {
 				path = "(root)"
 			}
-			if c.Keyword != "" && c.Side != guards.SideTool {
+			if c.Keyword != "" && c.Side != toolschema.SideTool {
 				path += " (" + c.Keyword + ")"
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", c.Side, path, c.Kind, changeDetail(c),
 				yesNo(c.Breaking, "yes", "no")+yesNo(c.Security, " (security)", ""),
-				yesNo(affected[guards.SurfaceKey(c.Side, c.Path)], "yes", "no"))
+				yesNo(affected[toolschema.SurfaceKey(c.Side, c.Path)], "yes", "no"))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -353,8 +354,8 @@ func displayPath(p string) string {
 }
 
 // changeDetail is a change's before → after, shortened for the table.
-func changeDetail(c guards.Change) string {
-	if c.Kind == guards.FieldRenamed {
+func changeDetail(c toolschema.Change) string {
+	if c.Kind == toolschema.FieldRenamed {
 		return "→ " + c.To
 	}
 	short := func(raw json.RawMessage) string {
@@ -373,30 +374,30 @@ func changeDetail(c guards.Change) string {
 	return short(c.Before) + " → " + short(c.After)
 }
 
-func describeStep(s guards.MigrationStep) string {
+func describeStep(s toolschema.MigrationStep) string {
 	switch s.Op {
-	case guards.OpMove:
+	case toolschema.OpMove:
 		return fmt.Sprintf("move %s → %s", displayPath(s.Path), s.To)
-	case guards.OpConvert:
+	case toolschema.OpConvert:
 		return fmt.Sprintf("convert %s to %s", displayPath(s.Path), s.Type)
-	case guards.OpMapEnum:
+	case toolschema.OpMapEnum:
 		b, _ := json.Marshal(s.Mapping)
 		return fmt.Sprintf("map_enum %s %s", displayPath(s.Path), b)
-	case guards.OpAddIfAbsent:
+	case toolschema.OpAddIfAbsent:
 		return fmt.Sprintf("add_if_absent %s = %s", displayPath(s.Path), s.Value)
 	}
 	return fmt.Sprintf("%s %s", s.Op, displayPath(s.Path))
 }
 
-func describeBlockCondition(b guards.MigrationBlocker) string {
+func describeBlockCondition(b toolschema.MigrationBlocker) string {
 	switch b.When {
-	case guards.BlockWhenPresent:
+	case toolschema.BlockWhenPresent:
 		return "sent"
-	case guards.BlockWhenAbsent:
+	case toolschema.BlockWhenAbsent:
 		return "missing"
-	case guards.BlockWhenValue:
+	case toolschema.BlockWhenValue:
 		return "one of " + rawList(b.Values)
-	case guards.BlockWhenNotIn:
+	case toolschema.BlockWhenNotIn:
 		return "not one of " + rawList(b.Values)
 	}
 	return b.When

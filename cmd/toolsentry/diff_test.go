@@ -15,7 +15,7 @@ var updateDiff = flag.Bool("update-diff", false, "rewrite testdata/diff/*.txt an
 
 // toolschemaCases is where the guards package keeps its realistic tool
 // versions: CASE/old.json, CASE/new.json, CASE/payload.json.
-const toolschemaCases = "../../guards/testdata/toolschema"
+const toolschemaCases = "../../guards/toolschema/testdata/toolschema"
 
 // runToolsentry runs the binary's dispatcher in-process.
 func runToolsentry(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {

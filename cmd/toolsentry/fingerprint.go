@@ -8,7 +8,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
 )
 
 func init() {
@@ -65,13 +65,13 @@ func runFingerprint(_ context.Context, args []string, sio stdio) error {
 	if err != nil {
 		return err
 	}
-	tools, err := guards.ParseToolDocument(raw)
+	tools, err := toolschema.ParseToolDocument(raw)
 	if err != nil {
 		return fmt.Errorf("%s: %w", files[0], err)
 	}
 	list := make([]fingerprintJSON, len(tools))
 	for i, t := range tools {
-		fp, err := guards.Fingerprint(t)
+		fp, err := toolschema.Fingerprint(t)
 		if err != nil {
 			return fmt.Errorf("%s: tool %q: %w", files[0], t.Name, err)
 		}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
 	"github.com/toolsentry/toolsentry/publisher/agent"
 )
 
@@ -124,7 +125,7 @@ func decideGuard(ctx context.Context, v *agent.DirectiveView, req guardRequest) 
 	}
 	if halt != nil {
 		resp.Action = guards.ActionHalt
-		var merr *guards.MigrationError
+		var merr *toolschema.MigrationError
 		if errors.As(halt.Cause, &merr) {
 			p := merr.Path
 			resp.BlockedPath = &p
@@ -146,7 +147,7 @@ func describePath(p string) string {
 // blockerReason is the reason of the plan's blocker that stopped the
 // payload, or a value-free summary when a conversion failed (its error
 // quotes the value, which stays out of responses).
-func blockerReason(d events.Directive, merr *guards.MigrationError) string {
+func blockerReason(d events.Directive, merr *toolschema.MigrationError) string {
 	for _, b := range d.Migration.Blocked {
 		if b.Reason == merr.Reason {
 			return b.Reason

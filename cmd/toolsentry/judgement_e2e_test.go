@@ -14,6 +14,7 @@ import (
 	"github.com/toolsentry/toolsentry/consumer/natstest"
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
 )
 
 // TestSchemaJudgementThroughServe is issue 19's "the verdict path through
@@ -223,11 +224,11 @@ func TestSchemaJudgementThroughServe(t *testing.T) {
 			if !slices.Equal(affected, tt.affected) {
 				t.Errorf("affected %v, want %v", affected, tt.affected)
 			}
-			var changes []guards.Change
+			var changes []toolschema.Change
 			if err := json.Unmarshal(got[0].Changes, &changes); err != nil {
 				t.Fatal(err)
 			}
-			if tt.security != "" && !slices.ContainsFunc(changes, func(c guards.Change) bool { return c.Path == tt.security && c.Security }) {
+			if tt.security != "" && !slices.ContainsFunc(changes, func(c toolschema.Change) bool { return c.Path == tt.security && c.Security }) {
 				t.Errorf("no security change at %q in %s", tt.security, got[0].Changes)
 			}
 		})

@@ -13,6 +13,7 @@ import (
 	"github.com/toolsentry/toolsentry/consumer/natstest"
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
 	"github.com/toolsentry/toolsentry/publisher/mcpproxy/mcptest"
 )
 
@@ -80,13 +81,13 @@ func TestMCPProxyFirstCallAfterSilentUpgrade(t *testing.T) {
 		t.Fatalf("session 2: %v\n%s", err, stderr2)
 	}
 	var local struct {
-		Tool           string               `json:"tool"`
-		Verdict        string               `json:"verdict"`
-		Action         guards.Action        `json:"action"`
-		ManifestDigest string               `json:"manifest_digest"`
-		From           string               `json:"from_fingerprint"`
-		To             string               `json:"to_fingerprint"`
-		Migration      guards.MigrationPlan `json:"migration"`
+		Tool           string                   `json:"tool"`
+		Verdict        string                   `json:"verdict"`
+		Action         guards.Action            `json:"action"`
+		ManifestDigest string                   `json:"manifest_digest"`
+		From           string                   `json:"from_fingerprint"`
+		To             string                   `json:"to_fingerprint"`
+		Migration      toolschema.MigrationPlan `json:"migration"`
 	}
 	sc := bufio.NewScanner(strings.NewReader(stderr2.String()))
 	for sc.Scan() {
@@ -124,7 +125,7 @@ func TestMCPProxyFirstCallAfterSilentUpgrade(t *testing.T) {
 	}
 }
 
-func samePlan(t *testing.T, a, b guards.MigrationPlan) bool {
+func samePlan(t *testing.T, a, b toolschema.MigrationPlan) bool {
 	t.Helper()
 	x, err := json.Marshal(a)
 	if err != nil {

@@ -6,7 +6,7 @@ import (
 	"flag"
 	"fmt"
 
-	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
 )
 
 func init() {
@@ -59,7 +59,7 @@ func runMigrate(_ context.Context, args []string, io stdio) error {
 	if err != nil {
 		return fmt.Errorf("reading the payload from standard input: %w", err)
 	}
-	rep, err := guards.EvaluateDrift(oldT, newT, guards.UsedSurface{Input: guards.SurfaceFromArguments(payload), Sends: guards.SendsFromArguments(payload)})
+	rep, err := toolschema.EvaluateDrift(oldT, newT, toolschema.UsedSurface{Input: toolschema.SurfaceFromArguments(payload), Sends: toolschema.SendsFromArguments(payload)})
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
 )
 
 func init() {
@@ -278,7 +279,7 @@ func checkVerdictFilter(names events.Names, s string) error {
 func defaultNotifyVerdicts() []string {
 	var out []string
 	for _, v := range schemaVerdictNames {
-		if a, _ := guards.SchemaAction(guards.SchemaVerdict(v), nil, guards.MigrationPlan{}); a != guards.ActionProceed {
+		if a, _ := toolschema.SchemaAction(guards.SchemaVerdict(v), nil, toolschema.MigrationPlan{}); a != guards.ActionProceed {
 			out = append(out, v)
 		}
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
 )
 
 func init() {
@@ -400,7 +401,7 @@ func verdictLine(ev events.Event, when time.Time, opts *watchOptions) string {
 		if json.Unmarshal(v.Affected, &affected) == nil && len(affected) > 0 {
 			details = append(details, "affected: "+strings.Join(affected, ", "))
 		}
-		var plan guards.MigrationPlan
+		var plan toolschema.MigrationPlan
 		if json.Unmarshal(v.Migration, &plan) == nil {
 			if s := migrationSummary(plan); s != "" {
 				details = append(details, "migration: "+s)
@@ -466,7 +467,7 @@ func percent(q float64) string { return strconv.FormatFloat(100*q, 'f', 2, 64) +
 
 // migrationSummary lists a plan's first steps and counts the rest and the
 // blocked ones.
-func migrationSummary(plan guards.MigrationPlan) string {
+func migrationSummary(plan toolschema.MigrationPlan) string {
 	const shown = 4
 	var steps []string
 	for i, s := range plan.Steps {

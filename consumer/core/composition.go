@@ -7,6 +7,7 @@ import (
 
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/workflow"
 )
 
 // applyContract stores a tool's declared quality contract and evaluates
@@ -69,7 +70,7 @@ func (c *Core) applyWorkflow(st State, in Input) (Effects, error) {
 	if prev, ok := st.Workflow(decl.CompositionID); ok && prev.DeclaredSeq >= in.Seq {
 		return eff, nil
 	}
-	w, err := guards.DecodeWorkflow(decl.Raw)
+	w, err := workflow.DecodeWorkflow(decl.Raw)
 	if err != nil {
 		return Effects{}, err
 	}
@@ -94,7 +95,7 @@ func (c *Core) applyWorkflow(st State, in Input) (Effects, error) {
 		}
 	}
 	m, pending, err := c.evaluate(st, w)
-	var observed *guards.ObservedQuality
+	var observed *workflow.ObservedQuality
 	if err == nil && pending == "" {
 		m, observed, err = c.withObserved(st, w, rec, m)
 	}
@@ -137,12 +138,12 @@ func (c *Core) reevaluateGuarded(ov *overlay, in Input, toolID string, eff Effec
 // (with this input's writes) and publishes the verdicts that changed.
 func (c *Core) reevaluate(ov *overlay, in Input, toolID string, eff *Effects) error {
 	for _, rec := range ov.WorkflowsUsing(toolID) {
-		w, err := guards.DecodeWorkflow(rec.Workflow)
+		w, err := workflow.DecodeWorkflow(rec.Workflow)
 		if err != nil {
 			continue // stored only after it decoded: a newer guard may refuse it; its declaration said so
 		}
 		m, pending, err := c.evaluate(ov, w)
-		var observed *guards.ObservedQuality
+		var observed *workflow.ObservedQuality
 		if err == nil && pending == "" {
 			m, observed, err = c.withObserved(ov, w, rec, m)
 		}
@@ -172,15 +173,15 @@ func (c *Core) reevaluate(ov *overlay, in Input, toolID string, eff *Effects) er
 	return nil
 }
 
-func lastVerdict(m guards.WorkflowManifest, in Input) *LastVerdict {
+func lastVerdict(m workflow.WorkflowManifest, in Input) *LastVerdict {
 	return &LastVerdict{Verdict: m.Verdict, ComposedQuality: m.ComposedQuality, ManifestDigest: m.ManifestDigest, EventID: in.Event.ID}
 }
 
 // evaluate completes a workflow's tool entries from state and evaluates it.
 // pending is set, with a nil error, when a tool has neither a declared entry
 // nor a contract in state, or has no accuracy and no outcomes yet.
-func (c *Core) evaluate(st State, w guards.Workflow) (guards.WorkflowManifest, string, error) {
-	tools := make(map[string]guards.WorkflowTool, len(w.Tools))
+func (c *Core) evaluate(st State, w workflow.Workflow) (workflow.WorkflowManifest, string, error) {
+	tools := make(map[string]workflow.WorkflowTool, len(w.Tools))
 	for id, t := range w.Tools {
 		tools[id] = t
 	}
@@ -189,10 +190,10 @@ func (c *Core) evaluate(st State, w guards.Workflow) (guards.WorkflowManifest, s
 		q, measured := st.Quality(id)
 		if !declared {
 			if !measured || q.Contract == nil {
-				return guards.WorkflowManifest{}, fmt.Sprintf("tool %q has no quality contract yet", id), nil
+				return workflow.WorkflowManifest{}, fmt.Sprintf("tool %q has no quality contract yet", id), nil
 			}
 			acc := q.Contract.Accuracy
-			t = guards.WorkflowTool{
+			t = workflow.WorkflowTool{
 				Accuracy:                &acc,
 				Determinism:             q.Contract.Determinism,
 				OutputSchemaHash:        q.Contract.OutputSchemaHash,
@@ -206,14 +207,14 @@ func (c *Core) evaluate(st State, w guards.Workflow) (guards.WorkflowManifest, s
 			}
 		}
 		if t.Observed == nil && measured && q.Calls > 0 {
-			t.Observed = &guards.Observed{Calls: q.Calls, Successes: q.Successes}
+			t.Observed = &workflow.Observed{Calls: q.Calls, Successes: q.Successes}
 		}
 		tools[id] = t
 	}
 	w.Tools = tools
-	m, err := guards.EvaluateWorkflow(w)
-	if errors.Is(err, guards.ErrUnquantified) {
-		return guards.WorkflowManifest{}, err.Error(), nil
+	m, err := workflow.EvaluateWorkflow(w)
+	if errors.Is(err, workflow.ErrUnquantified) {
+		return workflow.WorkflowManifest{}, err.Error(), nil
 	}
 	return m, "", err
 }
@@ -221,10 +222,10 @@ func (c *Core) evaluate(st State, w guards.Workflow) (guards.WorkflowManifest, s
 // compositionVerdict encodes a composition verdict linked to prev, the
 // digest of the workflow's previous verdict, adds it to the effects and
 // returns its digest: the workflow record's new chain head.
-func (c *Core) compositionVerdict(eff *Effects, in Input, compositionID string, m guards.WorkflowManifest, prev string, observed *guards.ObservedQuality) (string, error) {
+func (c *Core) compositionVerdict(eff *Effects, in Input, compositionID string, m workflow.WorkflowManifest, prev string, observed *workflow.ObservedQuality) (string, error) {
 	failureModes := m.FailureModes
 	if failureModes == nil {
-		failureModes = []guards.FailureMode{}
+		failureModes = []workflow.FailureMode{}
 	}
 	cv := events.CompositionVerdict{
 		Verdict:              m.Verdict,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
 )
 
 // State is what the core reads. Records it returns are the store's: the
@@ -87,7 +88,7 @@ type Core struct {
 	ndefs int                               // entries in defs
 	// drifts are the diffs of pairs of cached versions of a tool: a drift
 	// is diffed once and judged for every agent from the one diff.
-	drifts map[driftKey]*guards.Drift
+	drifts map[driftKey]*toolschema.Drift
 }
 
 // driftKey names the diff of a tool's old version against its new one.
@@ -102,7 +103,7 @@ const maxCachedDrifts = 1024
 // parsedTool is a cached tool version: its definition and, once asked for,
 // its fingerprint and the digest of its Tool fields outside it.
 type parsedTool struct {
-	def guards.ToolDefinition
+	def toolschema.ToolDefinition
 
 	once        sync.Once
 	fingerprint string
@@ -113,8 +114,8 @@ type parsedTool struct {
 // hash computes the entry's fingerprint and tool fields digest, once.
 func (p *parsedTool) hash() {
 	p.once.Do(func() {
-		if p.fingerprint, p.err = guards.Fingerprint(p.def); p.err == nil {
-			p.toolFields, p.err = guards.ToolFieldsDigest(p.def)
+		if p.fingerprint, p.err = toolschema.Fingerprint(p.def); p.err == nil {
+			p.toolFields, p.err = toolschema.ToolFieldsDigest(p.def)
 		}
 	})
 }
@@ -127,7 +128,7 @@ func New(opts Options) *Core {
 	if opts.QualityEvery <= 0 {
 		opts.QualityEvery = 100
 	}
-	return &Core{opts: opts, defs: map[string]map[string]*parsedTool{}, drifts: map[driftKey]*guards.Drift{}}
+	return &Core{opts: opts, defs: map[string]map[string]*parsedTool{}, drifts: map[driftKey]*toolschema.Drift{}}
 }
 
 // ErrUnsupported is returned for an input the core does not consume (a
@@ -162,28 +163,28 @@ func (c *Core) Apply(st State, in Input) (Effects, error) {
 }
 
 // definition parses (and caches) a tool version's MCP Tool object.
-func (c *Core) definition(v ToolVersion) (guards.ToolDefinition, error) {
+func (c *Core) definition(v ToolVersion) (toolschema.ToolDefinition, error) {
 	p, err := c.parsed(v)
 	if err != nil {
-		return guards.ToolDefinition{}, err
+		return toolschema.ToolDefinition{}, err
 	}
 	return p.def, nil
 }
 
 // fingerprinted returns a tool version's definition and its fingerprint
-// (guards.Fingerprint), both cached: an observation of a known version
+// (toolschema.Fingerprint), both cached: an observation of a known version
 // neither parses nor hashes it again.
-func (c *Core) fingerprinted(v ToolVersion) (guards.ToolDefinition, string, error) {
+func (c *Core) fingerprinted(v ToolVersion) (toolschema.ToolDefinition, string, error) {
 	p, err := c.parsed(v)
 	if err != nil {
-		return guards.ToolDefinition{}, "", err
+		return toolschema.ToolDefinition{}, "", err
 	}
 	p.hash()
 	return p.def, p.fingerprint, p.err
 }
 
 // toolFields returns the digest of a tool version's Tool fields outside
-// its fingerprint (guards.ToolFieldsDigest: _meta, icons), cached.
+// its fingerprint (toolschema.ToolFieldsDigest: _meta, icons), cached.
 func (c *Core) toolFields(v ToolVersion) (string, error) {
 	p, err := c.parsed(v)
 	if err != nil {
@@ -193,22 +194,22 @@ func (c *Core) toolFields(v ToolVersion) (string, error) {
 	return p.toolFields, p.err
 }
 
-// evaluateDrift is guards.EvaluateDrift of two tool versions' definitions
+// evaluateDrift is toolschema.EvaluateDrift of two tool versions' definitions
 // (their ids set to the tool's), from the diff of the two versions that
 // the cache keeps with their fingerprints: the versions are diffed once,
 // not per agent and per observation. A version that the cache cannot
 // fingerprint, or a diff that fails, is left to EvaluateDrift, to fail
 // alike.
-func (c *Core) evaluateDrift(oldV ToolVersion, old guards.ToolDefinition, newV ToolVersion, new guards.ToolDefinition, surface guards.UsedSurface) (guards.DriftReport, error) {
+func (c *Core) evaluateDrift(oldV ToolVersion, old toolschema.ToolDefinition, newV ToolVersion, new toolschema.ToolDefinition, surface toolschema.UsedSurface) (toolschema.DriftReport, error) {
 	po, oerr := c.parsed(oldV)
 	pn, nerr := c.parsed(newV)
 	if oerr != nil || nerr != nil {
-		return guards.EvaluateDrift(old, new, surface)
+		return toolschema.EvaluateDrift(old, new, surface)
 	}
 	_, oldFP, oerr := c.fingerprinted(oldV)
 	_, newFP, nerr := c.fingerprinted(newV)
 	if oerr != nil || nerr != nil || old.ID != new.ID {
-		return guards.EvaluateDrift(old, new, surface)
+		return toolschema.EvaluateDrift(old, new, surface)
 	}
 	key := driftKey{toolID: new.ID, old: po, new: pn}
 	c.mu.Lock()
@@ -216,8 +217,8 @@ func (c *Core) evaluateDrift(oldV ToolVersion, old guards.ToolDefinition, newV T
 	c.mu.Unlock()
 	if !ok {
 		var err error
-		if d, err = guards.NewDrift(old, new, oldFP, newFP); err != nil {
-			return guards.EvaluateDrift(old, new, surface)
+		if d, err = toolschema.NewDrift(old, new, oldFP, newFP); err != nil {
+			return toolschema.EvaluateDrift(old, new, surface)
 		}
 		c.mu.Lock()
 		if len(c.drifts) >= maxCachedDrifts {
@@ -238,7 +239,7 @@ func (c *Core) parsed(v ToolVersion) (*parsedTool, error) {
 	if ok {
 		return p, nil
 	}
-	defs, err := guards.ParseToolDocument(v.Tool)
+	defs, err := toolschema.ParseToolDocument(v.Tool)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
 )
 
 // harness feeds structured CloudEvents through Decode and the core into a
@@ -171,7 +172,7 @@ func TestSeedSchemaScenarios(t *testing.T) {
 			if !strings.Contains(string(v.Migration), tt.migration) {
 				t.Errorf("migration %s lacks %s", v.Migration, tt.migration)
 			}
-			var plan guards.MigrationPlan
+			var plan toolschema.MigrationPlan
 			if err := json.Unmarshal(v.Migration, &plan); err != nil {
 				t.Fatal(err)
 			}

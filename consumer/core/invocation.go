@@ -8,6 +8,7 @@ import (
 
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
 )
 
 // applyInvocation handles one tool call.
@@ -129,7 +130,7 @@ func (u *UsageRecord) grows(inv *events.Invocation) bool {
 	}
 	for p, t := range inv.ArgumentTypes {
 		names, seen := u.Input[p]
-		if !seen || t&guards.TypeAny&^typeSetOf(names) != 0 {
+		if !seen || t&toolschema.TypeAny&^typeSetOf(names) != 0 {
 			return true
 		}
 	}
@@ -147,10 +148,10 @@ func (u *UsageRecord) grows(inv *events.Invocation) bool {
 }
 
 // typeSetOf is the set of the type names that are names of types.
-func typeSetOf(names []string) guards.TypeSet {
-	var t guards.TypeSet
+func typeSetOf(names []string) toolschema.TypeSet {
+	var t toolschema.TypeSet
 	for _, n := range names {
-		if ts, err := guards.ParseType(n); err == nil {
+		if ts, err := toolschema.ParseType(n); err == nil {
 			t |= ts
 		}
 	}
@@ -207,7 +208,7 @@ func (u *UsageRecord) grow(inv *events.Invocation, first bool) bool {
 			}
 		}
 	}
-	add := func(path string, t guards.TypeSet) {
+	add := func(path string, t toolschema.TypeSet) {
 		names, seen := u.Input[path]
 		if !seen && !first && u.SendsRecorded {
 			u.omit(path) // the calls before this one did not send it
@@ -257,12 +258,12 @@ func (c *Core) checkAgentDrift(ov *overlay, in Input, rec *BaselineRecord, u *Us
 	curDef.ID = rec.ToolID
 	changed := false
 
-	tell := func(oldFP string, oldDef guards.ToolDefinition) error {
+	tell := func(oldFP string, oldDef toolschema.ToolDefinition) error {
 		pair := oldFP + ">" + cur.Fingerprint
 		if u.notified(pair) {
 			return nil
 		}
-		rep, err := guards.EvaluateDrift(oldDef, curDef, u.Surface())
+		rep, err := toolschema.EvaluateDrift(oldDef, curDef, u.Surface())
 		if err != nil {
 			return err
 		}
@@ -313,7 +314,7 @@ func (c *Core) checkAgentDrift(ov *overlay, in Input, rec *BaselineRecord, u *Us
 		return changed, nil
 	}
 	types := u.InputTypes()
-	deviations, err := guards.InputDeviations(curDef.Input, types)
+	deviations, err := toolschema.InputDeviations(curDef.Input, types)
 	if err != nil {
 		return false, err
 	}
@@ -327,11 +328,11 @@ func (c *Core) checkAgentDrift(ov *overlay, in Input, rec *BaselineRecord, u *Us
 		}
 	}
 	if len(deviations) > 0 && !toldByFingerprint {
-		observed, err := guards.ObservedInputTool(curDef, types)
+		observed, err := toolschema.ObservedInputTool(curDef, types)
 		if err != nil {
 			return false, err
 		}
-		observedFP, err := guards.Fingerprint(observed)
+		observedFP, err := toolschema.Fingerprint(observed)
 		if err != nil {
 			return false, err
 		}
@@ -356,7 +357,7 @@ func (c *Core) checkAgentDrift(ov *overlay, in Input, rec *BaselineRecord, u *Us
 // agent, judged against the current fingerprint, says that it integrated:
 // the directive projector replaces its (tool, agent) directive with that
 // PROCEED. It reports whether it did so.
-func (c *Core) integrated(ov *overlay, in Input, rec *BaselineRecord, curDef guards.ToolDefinition, u *UsageRecord, deviations []string, eff *Effects) (bool, error) {
+func (c *Core) integrated(ov *overlay, in Input, rec *BaselineRecord, curDef toolschema.ToolDefinition, u *UsageRecord, deviations []string, eff *Effects) (bool, error) {
 	inv := in.Event.Invocation
 	cur := rec.Current
 	if inv.SchemaFingerprint != "" && inv.SchemaFingerprint != cur.Fingerprint {
@@ -366,7 +367,7 @@ func (c *Core) integrated(ov *overlay, in Input, rec *BaselineRecord, curDef gua
 	if !told {
 		return false, nil
 	}
-	sent := make(map[string]guards.TypeSet, len(inv.ArgumentTypes)+len(inv.UsedFields))
+	sent := make(map[string]toolschema.TypeSet, len(inv.ArgumentTypes)+len(inv.UsedFields))
 	for p, t := range inv.ArgumentTypes {
 		sent[p] = t
 	}
@@ -378,7 +379,7 @@ func (c *Core) integrated(ov *overlay, in Input, rec *BaselineRecord, curDef gua
 	if len(sent) == 0 {
 		return false, nil
 	}
-	own, err := guards.InputDeviations(curDef.Input, sent)
+	own, err := toolschema.InputDeviations(curDef.Input, sent)
 	if err != nil || len(own) > 0 {
 		return false, err
 	}

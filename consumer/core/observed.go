@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/workflow"
 )
 
 // ObservedCheckpoint is how many observed runs of a composition make a
@@ -28,7 +29,7 @@ type ObservedRuns struct {
 
 // applyObserved counts one observed run of a composition and, at a
 // checkpoint of a declared workflow, publishes its composition verdict with
-// the observed comparison (guards.ApplyObserved decides the verdict).
+// the observed comparison (workflow.ApplyObserved decides the verdict).
 func (c *Core) applyObserved(st State, in Input) (Effects, error) {
 	o := in.Event.WorkflowObserved
 	var eff Effects
@@ -65,7 +66,7 @@ func (c *Core) applyObserved(st State, in Input) (Effects, error) {
 // without contract or outcomes) gets no verdict at this checkpoint: its runs
 // are counted, and the next checkpoint tries again.
 func (c *Core) observedVerdict(st State, in Input, rec *WorkflowRecord, eff *Effects) error {
-	w, err := guards.DecodeWorkflow(rec.Workflow)
+	w, err := workflow.DecodeWorkflow(rec.Workflow)
 	if err != nil {
 		return nil // stored only after it decoded; its declaration reported it
 	}
@@ -86,34 +87,34 @@ func (c *Core) observedVerdict(st State, in Input, rec *WorkflowRecord, eff *Eff
 
 // withObserved compares the workflow's predicted quality with its observed
 // runs, once there are ObservedCheckpoint of them, and lets the comparison
-// decide the verdict (guards.ApplyObserved). Every evaluation of a workflow
+// decide the verdict (workflow.ApplyObserved). Every evaluation of a workflow
 // goes through it, so that a contract or a quality checkpoint does not
 // publish again the verdict that the observed runs overruled. The
 // comparison is nil with fewer runs or a workflow whose prediction is not
 // quantified.
-func (c *Core) withObserved(st State, w guards.Workflow, rec *WorkflowRecord, m guards.WorkflowManifest) (guards.WorkflowManifest, *guards.ObservedQuality, error) {
+func (c *Core) withObserved(st State, w workflow.Workflow, rec *WorkflowRecord, m workflow.WorkflowManifest) (workflow.WorkflowManifest, *workflow.ObservedQuality, error) {
 	if rec.Observed == nil || rec.Observed.Runs < ObservedCheckpoint {
 		return m, nil, nil
 	}
-	predicted, err := guards.PredictedQuality(predictionWorkflow(st, w))
-	if errors.Is(err, guards.ErrUnquantified) || errors.Is(err, guards.ErrInvalid) {
+	predicted, err := workflow.PredictedQuality(predictionWorkflow(st, w))
+	if errors.Is(err, workflow.ErrUnquantified) || errors.Is(err, guards.ErrInvalid) {
 		return m, nil, nil
 	} else if err != nil {
 		return m, nil, err
 	}
-	cmp, err := guards.CompareObserved(predicted, rec.Observed.Runs, rec.Observed.Successes)
+	cmp, err := workflow.CompareObserved(predicted, rec.Observed.Runs, rec.Observed.Successes)
 	if err != nil {
 		return m, nil, err
 	}
-	return guards.ApplyObserved(m, w, cmp), &cmp, nil
+	return workflow.ApplyObserved(m, w, cmp), &cmp, nil
 }
 
 // predictionWorkflow completes a declared workflow's tools with what the
 // state measured: each tool's counted outcomes, and the contract's accuracy
-// for a tool the declaration does not name. guards.PredictedQuality then
+// for a tool the declaration does not name. workflow.PredictedQuality then
 // prefers the measured rate to any declared accuracy.
-func predictionWorkflow(st State, w guards.Workflow) guards.Workflow {
-	tools := make(map[string]guards.WorkflowTool, len(w.Tools))
+func predictionWorkflow(st State, w workflow.Workflow) workflow.Workflow {
+	tools := make(map[string]workflow.WorkflowTool, len(w.Tools))
 	for id, t := range w.Tools {
 		tools[id] = t
 	}
@@ -128,7 +129,7 @@ func predictionWorkflow(st State, w guards.Workflow) guards.Workflow {
 			t.Determinism = guards.Deterministic // no bearing on the prediction
 		}
 		if ok && q.Calls > 0 {
-			t.Observed = &guards.Observed{Calls: q.Calls, Successes: q.Successes}
+			t.Observed = &workflow.Observed{Calls: q.Calls, Successes: q.Successes}
 		}
 		tools[id] = t
 	}

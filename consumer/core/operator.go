@@ -8,6 +8,7 @@ import (
 
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
 )
 
 // This file applies the operators' actions (events.OperatorAction): they
@@ -268,13 +269,13 @@ func (c *Core) markMigrated(ov *overlay, in Input, eff *Effects, res *OperatorRe
 			return fmt.Errorf("version %s of %q: %w", from.Fingerprint, op.ToolID, err)
 		}
 		fromDef.ID = op.ToolID
-		rep, err := guards.EvaluateDrift(fromDef, curDef, u.Surface())
+		rep, err := toolschema.EvaluateDrift(fromDef, curDef, u.Surface())
 		if err != nil {
 			return err
 		}
 		moved = u.migrate(rep.Migration)
 	}
-	deviations, err := guards.InputDeviations(curDef.Input, u.InputTypes())
+	deviations, err := toolschema.InputDeviations(curDef.Input, u.InputTypes())
 	if err != nil {
 		return err
 	}
@@ -314,17 +315,17 @@ func lastDriftTo(rec *BaselineRecord, u *UsageRecord, fp string) (ToolVersion, b
 
 // migrate applies a migration plan's moves and conversions to the input
 // surface and returns how many paths it changed.
-func (u *UsageRecord) migrate(plan guards.MigrationPlan) int {
+func (u *UsageRecord) migrate(plan toolschema.MigrationPlan) int {
 	n := 0
 	for _, s := range plan.Steps {
 		types, ok := u.Input[s.Path]
 		switch {
 		case !ok:
-		case s.Op == guards.OpMove && s.To != "":
+		case s.Op == toolschema.OpMove && s.To != "":
 			delete(u.Input, s.Path)
 			u.Input[s.To] = types
 			n++
-		case s.Op == guards.OpConvert && s.Type != "":
+		case s.Op == toolschema.OpConvert && s.Type != "":
 			u.Input[s.Path] = []string{s.Type}
 			n++
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
 )
 
 // Bucket names one of the state buckets, by role; the live store maps it to
@@ -33,7 +34,7 @@ type ToolVersion struct {
 	Seq         uint64          `json:"seq"`      // stream sequence of the observation
 	EventID     string          `json:"event_id"` // CloudEvent id of the observation
 	// ToolFields is the digest of the Tool fields outside the fingerprint
-	// (guards.ToolFieldsDigest: _meta, icons); "" in a version recorded
+	// (toolschema.ToolFieldsDigest: _meta, icons); "" in a version recorded
 	// before it was kept, which takes the next observation's silently.
 	ToolFields string `json:"tool_fields,omitempty"`
 }
@@ -107,7 +108,7 @@ type UsageRecord struct {
 	ToolID  string `json:"tool_id"`
 	AgentID string `json:"agent_id"`
 	// Input maps the input paths the agent sends to the JSON types seen
-	// there (names, as guards.TypeSet.Names; empty when only the path is
+	// there (names, as toolschema.TypeSet.Names; empty when only the path is
 	// known).
 	Input map[string][]string `json:"input"`
 	// Output are the output paths the agent reads.
@@ -119,7 +120,7 @@ type UsageRecord struct {
 	Omitted []string `json:"omitted,omitempty"`
 	// SendsRecorded is true for a record begun by a version that keeps
 	// Omitted from the agent's first call on: only then does Surface say
-	// what the agent sends (guards.UsedSurface.Sends). A record written
+	// what the agent sends (toolschema.UsedSurface.Sends). A record written
 	// before has it false and keeps being judged without Sends.
 	SendsRecorded bool `json:"sends_recorded,omitempty"`
 	// CheckedAgainst is the tool fingerprint the surface was last compared
@@ -134,30 +135,30 @@ type UsageRecord struct {
 // paths, the output paths and, when the record keeps them
 // (SendsRecorded), the types sent at each input path and whether every
 // call sent it.
-func (u *UsageRecord) Surface() guards.UsedSurface {
+func (u *UsageRecord) Surface() toolschema.UsedSurface {
 	in := make([]string, 0, len(u.Input))
 	for p := range u.Input {
 		in = append(in, p)
 	}
 	sort.Strings(in)
-	s := guards.UsedSurface{Input: in, Output: slices.Clone(u.Output)}
+	s := toolschema.UsedSurface{Input: in, Output: slices.Clone(u.Output)}
 	if u.SendsRecorded {
-		s.Sends = make(map[string]guards.SentField, len(u.Input))
+		s.Sends = make(map[string]toolschema.SentField, len(u.Input))
 		for p, names := range u.Input {
 			_, omitted := slices.BinarySearch(u.Omitted, p)
-			s.Sends[p] = guards.SentField{Types: typeSetOf(names), Always: !omitted}
+			s.Sends[p] = toolschema.SentField{Types: typeSetOf(names), Always: !omitted}
 		}
 	}
 	return s
 }
 
 // InputTypes are the input paths with their observed types.
-func (u *UsageRecord) InputTypes() map[string]guards.TypeSet {
-	out := make(map[string]guards.TypeSet, len(u.Input))
+func (u *UsageRecord) InputTypes() map[string]toolschema.TypeSet {
+	out := make(map[string]toolschema.TypeSet, len(u.Input))
 	for p, names := range u.Input {
-		var t guards.TypeSet
+		var t toolschema.TypeSet
 		for _, n := range names {
-			if ts, err := guards.ParseType(n); err == nil {
+			if ts, err := toolschema.ParseType(n); err == nil {
 				t |= ts
 			}
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
 )
 
 // UnversionedTool is the version of a tool observed in a tools/list
@@ -114,7 +115,7 @@ func (c *Core) observeTool(st *overlay, in Input, toolID, version string, tool e
 	if o, ok := st.Outcomes(toolID); ok && o.ChainSeq == in.Seq {
 		defer redoWrites(eff, toolID)()
 	}
-	schemaVerdict := func(m guards.SchemaManifest, agent, baselineFP string, rep *guards.DriftReport) events.SchemaVerdict {
+	schemaVerdict := func(m guards.SchemaManifest, agent, baselineFP string, rep *toolschema.DriftReport) events.SchemaVerdict {
 		sv := events.SchemaVerdict{
 			Verdict:             m.Verdict,
 			Directive:           m.Directive,
@@ -160,7 +161,7 @@ func (c *Core) observeTool(st *overlay, in Input, toolID, version string, tool e
 			return fmt.Errorf("current version of %q: %w", toolID, err)
 		}
 		curDef.ID = toolID
-		report := func(agent string, surface guards.UsedSurface) error {
+		report := func(agent string, surface toolschema.UsedSurface) error {
 			rep, err := c.evaluateDrift(prev.Current, curDef, v, def, surface)
 			if err != nil {
 				return err
@@ -169,7 +170,7 @@ func (c *Core) observeTool(st *overlay, in Input, toolID, version string, tool e
 		}
 		agents := st.UsageOfTool(toolID)
 		if len(agents) == 0 {
-			if err := report("", guards.UsedSurface{}); err != nil {
+			if err := report("", toolschema.UsedSurface{}); err != nil {
 				return err
 			}
 		}
@@ -200,7 +201,7 @@ func (c *Core) observeTool(st *overlay, in Input, toolID, version string, tool e
 		baseDef.ID = toolID
 		agents := st.UsageOfTool(toolID)
 		held := false
-		report := func(agent string, surface guards.UsedSurface) (guards.SchemaVerdict, error) {
+		report := func(agent string, surface toolschema.UsedSurface) (guards.SchemaVerdict, error) {
 			rep, err := c.evaluateDrift(prev.Baseline, baseDef, v, def, surface)
 			if err != nil {
 				return "", err
@@ -209,7 +210,7 @@ func (c *Core) observeTool(st *overlay, in Input, toolID, version string, tool e
 			return rep.Manifest.Verdict, c.verdict(st, eff, in, schemaVerdict(rep.Manifest, agent, prev.Baseline.Fingerprint, &rep))
 		}
 		if len(agents) == 0 {
-			if _, err := report("", guards.UsedSurface{}); err != nil {
+			if _, err := report("", toolschema.UsedSurface{}); err != nil {
 				return err
 			}
 		}
@@ -286,7 +287,7 @@ func toolFieldsChanged(a, b ToolVersion) bool {
 
 // noMigration is the migration of a verdict without drift: no steps. It is
 // shared by those verdicts, which only read it.
-var noMigration = rawJSON(guards.MigrationPlan{Steps: []guards.MigrationStep{}})
+var noMigration = rawJSON(toolschema.MigrationPlan{Steps: []toolschema.MigrationStep{}})
 
 // verdict encodes a schema verdict, with its action and summary
 // (SchemaVerdict.Describe), linked to the previous verdict about its tool,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
 )
 
 const (
@@ -84,10 +85,10 @@ func TestUsageRecordOmitted(t *testing.T) {
 	if want := []string{"include_deleted", "limit"}; !u.SendsRecorded || !cmp.Equal(u.Omitted, want) {
 		t.Fatalf("omitted %v (sends recorded %v), want %v", u.Omitted, u.SendsRecorded, want)
 	}
-	want := map[string]guards.SentField{
-		"user_id":         {Types: guards.TypeString, Always: true},
-		"limit":           {Types: guards.TypeString},
-		"include_deleted": {Types: guards.TypeBoolean},
+	want := map[string]toolschema.SentField{
+		"user_id":         {Types: toolschema.TypeString, Always: true},
+		"limit":           {Types: toolschema.TypeString},
+		"include_deleted": {Types: toolschema.TypeBoolean},
 	}
 	if diff := cmp.Diff(want, u.Surface().Sends); diff != "" {
 		t.Errorf("sends (-want +got):\n%s", diff)

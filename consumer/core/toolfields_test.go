@@ -8,6 +8,7 @@ import (
 
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
 )
 
 // withToolFields is an MCP Tool object with _meta and icons (JSON members,
@@ -24,7 +25,7 @@ const (
 // changedPaths are a verdict's changes, as side:path:kind.
 func changedPaths(t *testing.T, sv *events.SchemaVerdict) []string {
 	t.Helper()
-	var changes []guards.Change
+	var changes []toolschema.Change
 	if err := json.Unmarshal(sv.Changes, &changes); err != nil {
 		t.Fatal(err)
 	}

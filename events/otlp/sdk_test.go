@@ -23,7 +23,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolsentry/toolsentry/events"
-	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/workflow"
 )
 
 // agentRun records, with the OpenTelemetry Go SDK, one run of a support
@@ -142,7 +142,7 @@ func checkAgentRun(t *testing.T, res Result, secret string) {
 		t.Fatalf("%d observed runs, want 1", len(runs))
 	}
 	r := runs[0]
-	wantStructure := guards.Chain(guards.Tool("crm.lookup"), guards.ParallelAll(guards.Tool("kb.search"), guards.Tool("billing.balance")), guards.Tool("mail.send"))
+	wantStructure := workflow.Chain(workflow.Tool("crm.lookup"), workflow.ParallelAll(workflow.Tool("kb.search"), workflow.Tool("billing.balance")), workflow.Tool("mail.send"))
 	if diff := cmp.Diff(wantStructure, r.Structure); diff != "" {
 		t.Errorf("structure (-want +got):\n%s", diff)
 	}

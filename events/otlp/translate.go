@@ -19,7 +19,7 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
 	"github.com/toolsentry/toolsentry/events"
-	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/workflow"
 )
 
 // The OpenTelemetry attribute, event and value names this package reads
@@ -595,7 +595,7 @@ func (t *translation) observed(agent *span, calls []*call) (events.Message, erro
 		return events.Message{}, fmt.Errorf("%d tool calls under one agent invocation, at most %d", len(calls), maxCalls)
 	}
 	// calls are in start order (t.spans is): group the ones that overlap.
-	var stages []guards.Node
+	var stages []workflow.Node
 	var ordered []events.ObservedCall
 	success := !agent.failed()
 	if ok, judged := evaluation(agent); judged && !ok {
@@ -608,9 +608,9 @@ func (t *translation) observed(agent *span, calls []*call) (events.Message, erro
 			end = max(end, calls[j].sp.s.GetEndTimeUnixNano())
 			j++
 		}
-		group := make([]guards.Node, 0, j-i)
+		group := make([]workflow.Node, 0, j-i)
 		for _, c := range calls[i:j] {
-			group = append(group, guards.Tool(c.tool))
+			group = append(group, workflow.Tool(c.tool))
 			oc := events.ObservedCall{ToolID: c.tool, SpanID: c.sp.spanID, Status: "ok", Correct: c.correct}
 			if c.failed {
 				oc.Status, oc.ErrorType = "error", c.errType
@@ -621,11 +621,11 @@ func (t *translation) observed(agent *span, calls []*call) (events.Message, erro
 		if len(group) == 1 {
 			stages = append(stages, group[0])
 		} else {
-			stages = append(stages, guards.ParallelAll(group...))
+			stages = append(stages, workflow.ParallelAll(group...))
 		}
 		i = j
 	}
-	structure := guards.Chain(stages...)
+	structure := workflow.Chain(stages...)
 	if len(stages) == 1 {
 		structure = stages[0]
 	}
@@ -650,7 +650,7 @@ func (t *translation) observed(agent *span, calls []*call) (events.Message, erro
 // maxCalls is the most tool calls one observed run may list: with a node
 // per call and per stage, its structure stays within guards'
 // MaxWorkflowNodes (the schema allows 1000 calls; the structure binds first).
-const maxCalls = (guards.MaxWorkflowNodes - 1) / 2
+const maxCalls = (workflow.MaxWorkflowNodes - 1) / 2
 
 // argumentTypes reads gen_ai.tool.call.arguments, structured or a JSON
 // string, as paths and types; the values are dropped here.

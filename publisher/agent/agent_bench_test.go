@@ -10,6 +10,7 @@ import (
 	"github.com/toolsentry/toolsentry/consumer/natstest"
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
 	"github.com/toolsentry/toolsentry/publisher/agent"
 )
 
@@ -26,7 +27,7 @@ func benchAgent(b *testing.B, opts agent.AgentOptions) *agent.Agent {
 		b.Fatal(err)
 	}
 	d := events.Directive{Guard: events.DirectiveSchema, ToolID: "rename", AgentID: "bench", Action: guards.ActionMigrate,
-		Migration: guards.MigrationPlan{Steps: []guards.MigrationStep{{Op: guards.OpMove, Path: "user_id", To: "userId"}}}}
+		Migration: toolschema.MigrationPlan{Steps: []toolschema.MigrationStep{{Op: toolschema.OpMove, Path: "user_id", To: "userId"}}}}
 	key, _ := d.Key()
 	data, _ := json.Marshal(d)
 	if _, err := res.Directives.Put(ctx, key, data); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/toolsentry/toolsentry/consumer/natstest"
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
 	"github.com/toolsentry/toolsentry/publisher"
 	"github.com/toolsentry/toolsentry/publisher/agent"
 )
@@ -370,7 +371,7 @@ func TestAgentHook(t *testing.T) {
 		}
 	}
 	put("rename", events.Directive{Action: guards.ActionMigrate, Directive: "HALT: Drift on used fields ['user_id']. Apply migration.",
-		Migration: guards.MigrationPlan{Steps: []guards.MigrationStep{{Op: guards.OpMove, Path: "user_id", To: "userId"}}}})
+		Migration: toolschema.MigrationPlan{Steps: []toolschema.MigrationStep{{Op: toolschema.OpMove, Path: "user_id", To: "userId"}}}})
 	put("gone", events.Directive{Action: guards.ActionHalt, Directive: "HALT: Drift on used fields ['limit']. Apply migration.",
 		Verdict: events.VerdictRef{Name: "DRIFT_ON_USED_FIELDS", ManifestDigest: strings.Repeat("d", 64)}})
 	a := l.agent("proxy-1", agent.AgentOptions{})

@@ -21,7 +21,7 @@
 // (or no directive) sends it as given; under MIGRATE or HALT it is judged
 // against the tool's current input schema, which the view follows in the
 // baselines bucket (ToolState): migrated by the verdict's
-// guards.MigrationPlan when the result fits, as given when it already fits
+// toolschema.MigrationPlan when the result fits, as given when it already fits
 // (the agent speaks the new version), else a HALT whose Cause is the
 // plan's blocker it hits or ErrDoesNotFit with the places that do not fit.
 // Without a known current schema the directive's action applies as it is.

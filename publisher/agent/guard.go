@@ -20,6 +20,7 @@ import (
 
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
 )
 
 // ErrHalt is matched (errors.Is) by every *HaltError: a directive in force
@@ -46,15 +47,15 @@ var ErrNotReady = errors.New("directives not loaded")
 // HaltError is the error of a call that a directive forbids: the directive
 // says HALT, or it says MIGRATE and this payload hits one of the
 // migration's blockers. Match it with errors.As; errors.Is(err, ErrHalt)
-// holds, and so does errors.Is(err, guards.ErrCannotMigrate) when Cause is
-// the payload's *guards.MigrationError.
+// holds, and so does errors.Is(err, toolschema.ErrCannotMigrate) when Cause is
+// the payload's *toolschema.MigrationError.
 type HaltError struct {
 	// Agent and Tool name the call (a tool's directive); Composition names
 	// a workflow (Workflow's directive).
 	Agent, Tool, Composition string
 	// Directive is the directive in force: its text, verdict and digest.
 	Directive events.Directive
-	// Cause is why this payload is halted: its *guards.MigrationError
+	// Cause is why this payload is halted: its *toolschema.MigrationError
 	// (it sends a field the migration cannot carry over), or an error
 	// wrapping ErrDoesNotFit (it does not fit the tool's current schema);
 	// nil when the directive's HALT applies as it is (the view does not know
@@ -440,7 +441,7 @@ func (v *DirectiveView) Guard(ctx context.Context, agent, tool string, payload j
 	}
 	if current == nil {
 		// Nothing to judge the payload by: the directive as it is.
-		var merr *guards.MigrationError
+		var merr *toolschema.MigrationError
 		switch {
 		case d.Action != guards.ActionMigrate:
 			return halt(nil)
@@ -470,7 +471,7 @@ func (v *DirectiveView) Guard(ctx context.Context, agent, tool string, payload j
 		dec.Reason = "the payload fits the tool's current schema (fingerprint " + short(dec.CurrentFingerprint) + "): it goes as given"
 		return dec, nil
 	}
-	var merr *guards.MigrationError
+	var merr *toolschema.MigrationError
 	switch {
 	case errors.As(err, &merr):
 		return halt(merr)
@@ -485,7 +486,7 @@ func (v *DirectiveView) Guard(ctx context.Context, agent, tool string, payload j
 
 // migrate applies plan to payload. A plan without steps or blockers leaves
 // the bytes as they are.
-func migrate(plan guards.MigrationPlan, payload json.RawMessage) (json.RawMessage, bool, error) {
+func migrate(plan toolschema.MigrationPlan, payload json.RawMessage) (json.RawMessage, bool, error) {
 	dec := json.NewDecoder(bytes.NewReader(payload))
 	dec.UseNumber()
 	var v any

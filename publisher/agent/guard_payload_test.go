@@ -9,6 +9,7 @@ import (
 
 	"github.com/toolsentry/toolsentry/consumer/natstest"
 	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
 	"github.com/toolsentry/toolsentry/publisher/agent"
 )
 
@@ -45,7 +46,7 @@ func TestGuardJudgesThePayload(t *testing.T) {
 		})
 		_, err = a.Guard(l.ctx, tool, json.RawMessage(`{"q":"x","per_page":5,"state":"open"}`))
 	}
-	var merr *guards.MigrationError
+	var merr *toolschema.MigrationError
 	if !errors.As(err, &halt) || halt.Directive.Action != guards.ActionHalt || !errors.As(err, &merr) || merr.Path != "state" {
 		t.Fatalf("old payload: %v, want a HALT directive and the blocker at state", err)
 	}

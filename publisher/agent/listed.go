@@ -21,6 +21,7 @@ import (
 
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
 )
 
 // ListedVersion is the version of a tool observed in a tools/list result,
@@ -42,13 +43,13 @@ type usageSurface struct {
 	Output  []string            `json:"output"`
 }
 
-func (u usageSurface) surface() guards.UsedSurface {
+func (u usageSurface) surface() toolschema.UsedSurface {
 	in := make([]string, 0, len(u.Input))
 	for p := range u.Input {
 		in = append(in, p)
 	}
 	sort.Strings(in)
-	return guards.UsedSurface{Input: in, Output: slices.Clone(u.Output)}
+	return toolschema.UsedSurface{Input: in, Output: slices.Clone(u.Output)}
 }
 
 // usageView follows one agent's usage records, by tool id.
@@ -88,12 +89,12 @@ type listedEntry struct {
 
 // drift is a baseline and a listed version of one tool.
 type drift struct {
-	base, listed guards.ToolDefinition
+	base, listed toolschema.ToolDefinition
 	baseFP       string
 }
 
 // fillDrift sets a verdict's decision from a drift report.
-func fillDrift(sv *events.SchemaVerdict, baseFP string, rep guards.DriftReport) error {
+func fillDrift(sv *events.SchemaVerdict, baseFP string, rep toolschema.DriftReport) error {
 	sv.Verdict, sv.Directive, sv.ManifestDigest = rep.Manifest.Verdict, rep.Manifest.Directive, rep.Manifest.ManifestDigest
 	sv.BaselineFingerprint = baseFP
 	var err error
@@ -129,7 +130,7 @@ func (e listedEntry) forPayload(payload json.RawMessage) (events.Directive, bool
 		paths = append(paths, p)
 	}
 	sort.Strings(paths)
-	rep, err := guards.EvaluateDrift(e.byPayload.base, e.byPayload.listed, guards.UsedSurface{Input: paths})
+	rep, err := toolschema.EvaluateDrift(e.byPayload.base, e.byPayload.listed, toolschema.UsedSurface{Input: paths})
 	if err != nil || rep.Manifest.Verdict != guards.DriftOnUsedFields {
 		return events.Directive{}, false
 	}
@@ -145,7 +146,7 @@ func (e listedEntry) forPayload(payload json.RawMessage) (events.Directive, bool
 // tools/list showed it) under the id toolID. When that version is not the
 // one the view knows as the tool's current one, the view judges it itself
 // as `toolsentry serve` will: the diff of the tool's baseline against the
-// listed version for the agent's recorded surface (guards.EvaluateDrift),
+// listed version for the agent's recorded surface (toolschema.EvaluateDrift),
 // SCHEMA_MATCH when it is the baseline, NO_BASELINE when the tool has none.
 // Until a directive about the listed version reaches the view, Guard
 // answers the agent's calls of the tool by that local directive, judged
@@ -203,7 +204,7 @@ func (v *DirectiveView) Listed(toolID string, tool events.MCPTool) (*events.Dire
 			// (Guard), against the same two versions.
 			byPayload = &drift{base: baseDef, listed: newDef, baseFP: st.Baseline.Fingerprint}
 		}
-		rep, err := guards.EvaluateDrift(baseDef, newDef, u.surface())
+		rep, err := toolschema.EvaluateDrift(baseDef, newDef, u.surface())
 		if err != nil {
 			return nil, err
 		}
@@ -256,19 +257,19 @@ func (v *DirectiveView) listedFor(agent, tool string, inForce *events.Directive)
 
 // definitionOf parses one tool version as the stream processor does: the
 // MCP Tool's definition with the tool id and version, and its fingerprint.
-func definitionOf(toolID, version string, raw json.RawMessage) (guards.ToolDefinition, string, error) {
-	defs, err := guards.ParseToolDocument(raw)
+func definitionOf(toolID, version string, raw json.RawMessage) (toolschema.ToolDefinition, string, error) {
+	defs, err := toolschema.ParseToolDocument(raw)
 	if err != nil {
-		return guards.ToolDefinition{}, "", err
+		return toolschema.ToolDefinition{}, "", err
 	}
 	if len(defs) != 1 {
-		return guards.ToolDefinition{}, "", fmt.Errorf("%w: a tool version holds %d tools", guards.ErrInvalid, len(defs))
+		return toolschema.ToolDefinition{}, "", fmt.Errorf("%w: a tool version holds %d tools", guards.ErrInvalid, len(defs))
 	}
 	def := defs[0]
 	def.ID, def.Version = toolID, version
-	fp, err := guards.Fingerprint(def)
+	fp, err := toolschema.Fingerprint(def)
 	if err != nil {
-		return guards.ToolDefinition{}, "", err
+		return toolschema.ToolDefinition{}, "", err
 	}
 	return def, fp, nil
 }

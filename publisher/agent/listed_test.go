@@ -10,6 +10,7 @@ import (
 	"github.com/toolsentry/toolsentry/consumer/natstest"
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
 	"github.com/toolsentry/toolsentry/publisher/agent"
 )
 
@@ -60,7 +61,7 @@ func TestListedProtectsTheFirstCall(t *testing.T) {
 	type judged struct {
 		Verdict, Digest, From, To string
 		Action                    guards.Action
-		Migration                 guards.MigrationPlan
+		Migration                 toolschema.MigrationPlan
 		Affected                  []string
 	}
 	of := func(d events.Directive) judged {

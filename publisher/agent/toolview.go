@@ -17,7 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolsentry/toolsentry/events"
-	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
 	"github.com/toolsentry/toolsentry/schemas"
 )
 
@@ -72,14 +72,14 @@ type toolEntry struct {
 	known []string // fingerprints of the record's recent versions
 
 	once     sync.Once
-	def      guards.ToolDefinition
+	def      toolschema.ToolDefinition
 	compiled *schemas.Schema
 	err      error
 }
 
 func (e *toolEntry) load() error {
 	e.once.Do(func() {
-		defs, err := guards.ParseToolDocument(e.state.Current.Tool)
+		defs, err := toolschema.ParseToolDocument(e.state.Current.Tool)
 		switch {
 		case err != nil:
 			e.err = err
@@ -101,7 +101,7 @@ func (e *toolEntry) load() error {
 
 // fits reports whether payload (one JSON value) fits the tool's current
 // input schema: every path it sends is declared with a type that accepts
-// its value (guards.InputDeviations, the check the core runs on the
+// its value (toolschema.InputDeviations, the check the core runs on the
 // agent's recorded surface), and it validates as JSON Schema. The error
 // names paths and keywords, never values. load must have succeeded.
 func (e *toolEntry) fits(payload json.RawMessage) error {
@@ -115,7 +115,7 @@ func (e *toolEntry) fits(payload json.RawMessage) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrBadPayload, err)
 	}
-	dev, err := guards.InputDeviations(e.def.Input, types)
+	dev, err := toolschema.InputDeviations(e.def.Input, types)
 	if err != nil {
 		return err
 	}

@@ -22,7 +22,7 @@ import (
 	"github.com/toolsentry/toolsentry/consumer"
 	"github.com/toolsentry/toolsentry/consumer/natstest"
 	"github.com/toolsentry/toolsentry/events"
-	"github.com/toolsentry/toolsentry/guards"
+	"github.com/toolsentry/toolsentry/guards/toolschema"
 	"github.com/toolsentry/toolsentry/publisher/mcpproxy"
 	"github.com/toolsentry/toolsentry/publisher/mcpproxy/mcptest"
 )
@@ -99,7 +99,7 @@ func TestSDKSessionForwardsAndReports(t *testing.T) {
 				AgentID:           "billing-bot",
 				ToolID:            mcptest.Name + "/lookup_user", // the server's tool
 				SchemaFingerprint: fingerprint(t, toolOf(t, obs[0], "lookup_user")),
-				ArgumentTypes:     events.FieldTypes{"user_id": guards.TypeString},
+				ArgumentTypes:     events.FieldTypes{"user_id": toolschema.TypeString},
 				Outcome:           &events.Outcome{Status: "ok"},
 				LatencyMS:         lookup.LatencyMS,
 			}
@@ -336,7 +336,7 @@ func TestHookRewritesArguments(t *testing.T) {
 		t.Errorf("%d messages changed on the way, want 1", rewritten)
 	}
 	inv, _ := invocationOf(evs, "lookup_user", 0)
-	if diff := cmp.Diff(events.FieldTypes{"user_id": guards.TypeString, "extra": guards.TypeInteger}, inv.ArgumentTypes); diff != "" {
+	if diff := cmp.Diff(events.FieldTypes{"user_id": toolschema.TypeString, "extra": toolschema.TypeInteger}, inv.ArgumentTypes); diff != "" {
 		t.Errorf("argument types are not what the agent sent (-want +got):\n%s", diff)
 	}
 	if len(seen) != 2 || seen[0].Agent != "billing-bot" || seen[0].Server != mcptest.Name || seen[0].ToolID != mcptest.Name+"/lookup_user" || seen[0].SchemaFingerprint == "" || string(seen[0].Arguments) == "" {
@@ -450,7 +450,7 @@ func TestRawFramingBatchesAndLargeMessages(t *testing.T) {
 		}
 	}
 	lookup, _ := invocationOf(evs, "crm.lookup", 0)
-	if diff := cmp.Diff(events.FieldTypes{"user_id": guards.TypeString, "opts": guards.TypeObject, "opts.limit": guards.TypeInteger}, lookup.ArgumentTypes); diff != "" {
+	if diff := cmp.Diff(events.FieldTypes{"user_id": toolschema.TypeString, "opts": toolschema.TypeObject, "opts.limit": toolschema.TypeInteger}, lookup.ArgumentTypes); diff != "" {
 		t.Errorf("argument types (-want +got):\n%s", diff)
 	}
 	if lookup.SchemaFingerprint == "" {
