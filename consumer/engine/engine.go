@@ -78,6 +78,9 @@ type Options struct {
 	Logger *zerolog.Logger
 }
 
+// DefaultWorkers is Options.Workers' default.
+const DefaultWorkers = 64
+
 func (o Options) withDefaults() Options {
 	def := func(v *int, d int) {
 		if *v == 0 {
@@ -89,7 +92,7 @@ func (o Options) withDefaults() Options {
 			*v = d
 		}
 	}
-	def(&o.Workers, 64)
+	def(&o.Workers, DefaultWorkers)
 	def(&o.BatchSize, 512)
 	def(&o.KeyBatch, o.BatchSize)
 	def(&o.ReadAhead, 2*o.BatchSize)
@@ -174,6 +177,7 @@ type Engine struct {
 	held, keys, waiting, running             atomic.Int64
 	lastSeen, checkpoint, committed, applied atomic.Uint64
 	deadLetters, retries                     atomic.Uint64
+	cons                                     atomic.Pointer[jetstream.Consumer] // set once Run created it
 }
 
 // New returns an engine for src that commits its progress through cp.
@@ -207,6 +211,22 @@ func (e *Engine) Stats() Stats {
 		Committed: e.committed.Load(), Applied: e.applied.Load(), DeadLetters: e.deadLetters.Load(),
 		Retries: e.retries.Load(),
 	}
+}
+
+// Pending returns how many of the lane's stored messages the engine has
+// not read yet, as the server counts them for its ordered consumer (one
+// request). Lag is Pending plus Stats().Held. Before Run created the
+// consumer it returns 0 and ErrNotRunning.
+func (e *Engine) Pending(ctx context.Context) (uint64, error) {
+	c := e.cons.Load()
+	if c == nil {
+		return 0, ErrNotRunning
+	}
+	info, err := (*c).Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("reading the ordered consumer on %s: %w", e.src.Stream, err)
+	}
+	return info.NumPending, nil
 }
 
 // Close stops reading, lets in-flight calls finish within
@@ -262,6 +282,7 @@ func (e *Engine) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("ordered consumer on %s: %w", e.src.Stream, err)
 	}
+	e.cons.Store(&cons)
 	d := &dispatcher{e: e, keys: map[string]*keyState{}, start: max(start, 1),
 		results: make(chan result, e.opts.Workers), wake: make(chan *keyState, 64),
 		stopped: make(chan struct{}), commitReq: make(chan struct{}, 1), commitDone: make(chan struct{})}
@@ -641,6 +662,9 @@ func (d *dispatcher) commitLoop() {
 		if cp == e.committed.Load() && !renew {
 			continue
 		}
+		if renew {
+			e.recordLag()
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), e.opts.CommitTimeout)
 		err := e.cp.Commit(ctx, cp)
 		cancel()
@@ -656,6 +680,21 @@ func (d *dispatcher) commitLoop() {
 		last = time.Now()
 		e.committed.Store(cp)
 	}
+}
+
+// recordLag measures the lag and hands it to a LagRecorder checkpointer.
+func (e *Engine) recordLag() {
+	lr, ok := e.cp.(LagRecorder)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), e.opts.CommitTimeout)
+	defer cancel()
+	pending, err := e.Pending(ctx)
+	if err != nil {
+		return
+	}
+	lr.RecordLag(pending + uint64(max(e.held.Load(), 0)))
 }
 
 // handle runs one call for key and decides every message's fate. It

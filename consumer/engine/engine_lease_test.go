@@ -103,3 +103,55 @@ func TestEngineWithLease(t *testing.T) {
 		t.Fatalf("the lost holder wrote the lease: %v %s", err, e.Value())
 	}
 }
+
+// TestEngineRecordsItsLagInTheLease: a held lane's lag (what the server has
+// not delivered plus what the engine holds) is measured at the renewals and
+// stored with the lease, so that a reader of the lease sees it; Pending is
+// the server's count.
+func TestEngineRecordsItsLagInTheLease(t *testing.T) {
+	_, js := engineServer(t)
+	engineStreams(t, js)
+	ctx := context.Background()
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "leases", History: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	publishKeys(t, js, "a", []string{"x"}, 6) // one key: a stuck call holds the rest
+	lease, err := AcquireLease(ctx, kv, "tools.0", "w1", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	rec := newRecorder()
+	rec.fn = func(ctx context.Context, _ string, msgs []*Message) []error {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	}
+	e := newEngine(t, js, lease, rec, Options{CommitInterval: 20 * time.Millisecond, BatchSize: 1, KeyBatch: 1})
+	if _, err := e.Pending(ctx); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("Pending before Run: %v, want ErrNotRunning", err)
+	}
+	wait := runEngine(t, e)
+	waitFor(t, "the lag of 6 stored with the lease", func() bool {
+		st, ok, err := ReadLease(ctx, kv, "tools.0")
+		return err == nil && ok && st.HasLag && st.Lag == 6 && !st.At.IsZero()
+	})
+	close(release)
+	waitFor(t, "every message applied", func() bool { return rec.count() == 6 })
+	waitFor(t, "a lag of 0 stored", func() bool {
+		st, ok, err := ReadLease(ctx, kv, "tools.0")
+		return err == nil && ok && st.HasLag && st.Lag == 0 && st.Checkpoint == 7
+	})
+	if n, err := e.Pending(ctx); err != nil || n != 0 {
+		t.Errorf("Pending after the drain: %d, %v", n, err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+}

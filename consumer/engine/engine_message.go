@@ -89,6 +89,13 @@ type Checkpointer interface {
 	Lost() <-chan struct{}
 }
 
+// LagRecorder is a Checkpointer that also stores the lane's lag with its
+// commits (the Lease does): the engine measures it about once per
+// CommitInterval, Pending plus held.
+type LagRecorder interface {
+	RecordLag(lag uint64)
+}
+
 // LastToken returns the last token of the message's subject: the default
 // ordering key (telemetry subjects end with the tool or composition id).
 func LastToken(m *Message) string {
@@ -114,6 +121,9 @@ var ErrLost = errors.New("lane ownership lost")
 // ErrClosed is returned by Engine.Run when the engine was closed before it
 // started.
 var ErrClosed = errors.New("engine closed")
+
+// ErrNotRunning is returned by Pending before Run created the consumer.
+var ErrNotRunning = errors.New("engine not running")
 
 // ErrAlreadyRunning is returned by Engine.Run when it was called before.
 var ErrAlreadyRunning = errors.New("engine already running")

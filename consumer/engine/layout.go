@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"strconv"
 	"strings"
 
@@ -147,6 +148,36 @@ func (l Layout) Filters(lane Lane) ([]string, error) {
 		return nil, fmt.Errorf("%w: tool partition %d of %d", ErrBadLayout, lane.Partition, l.Partitions)
 	}
 	return Filters(l.Prefix, lane, l.ToolKinds...), nil
+}
+
+// KeyPartition is the partition, in [0, n), that the stream's transform
+// gives a key token: nats-server's {{partition(n,...)}}, FNV-1a (32 bits)
+// of the token modulo n. A reader of messages stored before the transform
+// (their subjects have no partition token) uses it to tell which lane's
+// they are.
+func KeyPartition(keyToken string, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(keyToken))
+	return int(h.Sum32() % uint32(n))
+}
+
+// LaneLegacyFilters returns the filters of lane's kinds in the published
+// 4-token form, as messages stored before the transform keep it. For a
+// tool lane of N > 1 they select every partition's messages: its reader
+// skips those whose KeyPartition is another lane's.
+func (l Layout) LaneLegacyFilters(lane Lane) []string {
+	kinds := l.ToolKinds
+	if lane.Composition {
+		kinds = l.CompositionKinds
+	}
+	out := make([]string, 0, len(kinds))
+	for _, k := range kinds {
+		out = append(out, l.telemetry()+"."+k+".*")
+	}
+	return out
 }
 
 // LegacyFilters returns the filters of messages stored before the

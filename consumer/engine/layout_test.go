@@ -103,7 +103,8 @@ func drainSeqs(t *testing.T, js jetstream.JetStream, stream string, filters []st
 // real server: the transform stores the partition token, every stored
 // message is selected by exactly one lane's filters (read amplification
 // 1.0), legacy 4-token messages stored before the transform are selected by
-// LegacyFilters and by no lane, and subjects of an unknown kind or shape
+// LegacyFilters and by no lane, KeyPartition is the server's partition
+// function, and subjects of an unknown kind or shape
 // are refused at publish.
 func TestLayoutEveryStoredMessageReadByOneLane(t *testing.T) {
 	js := leaseServer(t)
@@ -174,6 +175,9 @@ func TestLayoutEveryStoredMessageReadByOneLane(t *testing.T) {
 			}
 			if !lane.Composition && tok[3] != fmt.Sprint(lane.Partition) {
 				t.Fatalf("lane %s read %q", lane, subj)
+			}
+			if p := engine.KeyPartition(tok[4], testLayout.Partitions); tok[3] != fmt.Sprint(p) {
+				t.Fatalf("stored %q: KeyPartition says partition %d, the server stored %s", subj, p, tok[3])
 			}
 			seen[seq] = lane.Key()
 			perPartition[tok[3]]++

@@ -30,6 +30,11 @@ type leaseValue struct {
 	Checkpoint uint64 `json:"checkpoint"`
 	// Layout names the subject layout the checkpoint belongs to.
 	Layout string `json:"layout,omitempty"`
+	// Lag is the holder's count of the lane's messages not yet applied, as
+	// of At (the holder's clock when it wrote the entry); absent until the
+	// holder measured it.
+	Lag *uint64   `json:"lag,omitempty"`
+	At  time.Time `json:"at,omitzero"`
 }
 
 func decodeLeaseValue(key string, data []byte) (leaseValue, error) {
@@ -47,6 +52,11 @@ type LeaseState struct {
 	Checkpoint uint64
 	Layout     string
 	Revision   uint64 // the KV revision (the fencing token)
+	// Lag is the holder's last measure of the lane's messages not yet
+	// applied (HasLag false: none yet), and At when it wrote the entry.
+	Lag    uint64
+	HasLag bool
+	At     time.Time
 }
 
 // ReadLease returns the lease entry at key, and false if there is none (never
@@ -63,7 +73,11 @@ func ReadLease(ctx context.Context, kv jetstream.KeyValue, key string) (LeaseSta
 	if err != nil {
 		return LeaseState{}, false, err
 	}
-	return LeaseState{Owner: v.Owner, Epoch: v.Epoch, Checkpoint: v.Checkpoint, Layout: v.Layout, Revision: e.Revision()}, true, nil
+	st := LeaseState{Owner: v.Owner, Epoch: v.Epoch, Checkpoint: v.Checkpoint, Layout: v.Layout, Revision: e.Revision(), At: v.At}
+	if v.Lag != nil {
+		st.Lag, st.HasLag = *v.Lag, true
+	}
+	return st, true, nil
 }
 
 // Lease is one lane's ownership and its checkpoint, held in one KV entry.
@@ -89,6 +103,7 @@ type Lease struct {
 	checkpoint uint64
 	layout     string
 	renewedAt  time.Time // start of the last successful write
+	lag        *uint64   // the last RecordLag, stored with the next write
 	done       bool      // lost or released: never write again
 
 	lostOnce sync.Once
@@ -324,6 +339,14 @@ func (l *Lease) Release(ctx context.Context, checkpoint uint64) error {
 	return l.write(ctx, checkpoint, nil, true)
 }
 
+// RecordLag keeps the lane's lag (messages not yet applied), stored with
+// the next commit so that readers of the lease see it (ReadLease).
+func (l *Lease) RecordLag(lag uint64) {
+	l.mu.Lock()
+	l.lag = &lag
+	l.mu.Unlock()
+}
+
 // Lost returns a channel closed when this holder saw ErrLeaseLost.
 func (l *Lease) Lost() <-chan struct{} { return l.lost }
 
@@ -334,7 +357,7 @@ func (l *Lease) write(ctx context.Context, checkpoint uint64, layout *string, re
 	if err := l.validLocked(start); err != nil {
 		return err
 	}
-	next := leaseValue{Owner: l.owner, Epoch: l.epoch, Checkpoint: checkpoint, Layout: l.layout}
+	next := leaseValue{Owner: l.owner, Epoch: l.epoch, Checkpoint: checkpoint, Layout: l.layout, Lag: l.lag, At: start.UTC().Truncate(time.Millisecond)}
 	if layout != nil {
 		next.Layout = *layout
 	} else if checkpoint < l.checkpoint {
