@@ -141,7 +141,7 @@ func (r *batchRig) handleEach(msgs []*engine.Message) int {
 	for _, k := range keys {
 		for _, m := range of[k] {
 			err := r.proc.Handle(r.ctx, &consumer.Message{Subject: m.Subject, Header: m.Header, Data: m.Data, Stream: m.Stream,
-				StreamSeq: m.StreamSeq, Timestamp: m.Timestamp, Key: m.Key, NumDelivered: 1})
+				StreamSeq: m.StreamSeq, Timestamp: m.Timestamp, Key: m.Key, Attempt: 1})
 			switch {
 			case errors.Is(err, consumer.ErrPermanent):
 				bad++
@@ -765,7 +765,7 @@ func TestEngineRunsTheProcessor(t *testing.T) {
 		t.Errorf("stats %+v, want 1 dead letter and no retries", s)
 	}
 	dead := streamMessages(t, batch.js, "TOOLSENTRY_DLQ")
-	if len(dead) != 1 || dead[0].Headers().Get(consumer.HeaderDeadLetterReason) != string(events.ReasonNotCloudEvent) {
+	if len(dead) != 1 || dead[0].Headers().Get(engine.HeaderDeadLetterReason) != string(events.ReasonNotCloudEvent) {
 		t.Fatalf("dead letters %d, want the malformed message as %s", len(dead), events.ReasonNotCloudEvent)
 	}
 	// The composition lane reads the quality checkpoints that the tool

@@ -11,24 +11,26 @@ package consumer
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/toolsentry/toolsentry/consumer/engine"
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
 )
 
-// DirectivesDurable is the name of the projector's durable consumer on the
-// verdict stream, after the prefix: "<prefix>-directives".
+// DirectivesDurable is the name of the per-message-ack projector's durable
+// consumer on the verdict stream before lanes, after the prefix
+// ("<prefix>-directives"): the directives lane starts after its ack floor.
 const DirectivesDurable = "directives"
+
+// DirectivesLane is the lease key of the directives projector's lane.
+const DirectivesLane = "directives"
 
 // DirectivesOptions configure the directives projector of a Service.
 type DirectivesOptions struct {
@@ -58,7 +60,6 @@ type DirectivesOptions struct {
 type Directives struct {
 	names events.Names
 	view  *View
-	eng   *Engine
 
 	mu     sync.Mutex
 	byTool map[string]map[string]struct{} // "schema.<tool>" → agent keys
@@ -105,44 +106,12 @@ func instructionOf(dir *events.Directive) string {
 	return string(b)
 }
 
-// StartDirectives provisions the projector's durable consumer on the verdict
-// stream (idempotently; with partitions, pinned to one worker at a time)
-// and the view of the directives bucket, and builds its engine from eng
-// (Workers is forced to 1, Observer dropped, so that metrics count
-// telemetry only). Call Run to consume.
-func StartDirectives(ctx context.Context, js jetstream.JetStream, res *Resources, eng Options) (*Directives, error) {
+// StartDirectives loads the view of the directives bucket. The projector
+// runs as a lane of the service (lane): one worker at a time holds it.
+func StartDirectives(ctx context.Context, res *Resources) (*Directives, error) {
 	names, err := events.NewNames(res.Config.Prefix)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	}
-	cfg := res.Config
-	durable := cfg.Prefix + "-" + DirectivesDurable
-	cc := jetstream.ConsumerConfig{
-		Durable:       durable,
-		Description:   "toolsentry directives: the verdict in force per tool, agent and composition",
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       cfg.AckWait,
-		MaxDeliver:    -1,
-		MaxAckPending: 64,
-		FilterSubject: names.VerdictsSubjects(),
-		Metadata:      map[string]string{MaxDeliverMetadata: strconv.Itoa(cfg.MaxDeliver)},
-	}
-	eng.PriorityGroup, eng.PullExpiry = "", 0
-	if cfg.Partitions > 1 {
-		// Several workers: pinned, so that one projects at a time and the
-		// others stand by. Shared by all, every worker took the others'
-		// deliveries for missing ones (the engine's gap check), held its
-		// keys and waited for messages another worker held; under load
-		// their redeliveries passed MaxDeliver and were dead-lettered. A
-		// single worker's stays unpinned: after a crash its successor
-		// would wait out PinnedTTL.
-		pinConsumer(&cc, cfg)
-		pinnedEngine(&eng, cfg)
-	}
-	cons, err := provisionConsumer(ctx, res.Verdicts, cc)
-	if err != nil {
-		return nil, fmt.Errorf("provisioning consumer %s on %s: %w", durable, cfg.VerdictsStream(), err)
 	}
 	d := &Directives{names: names, byTool: map[string]map[string]struct{}{}, heads: map[string]directiveHead{}}
 	d.view, err = NewView(ctx, res.Directives, ViewOptions{OnChange: d.index})
@@ -153,40 +122,56 @@ func StartDirectives(ctx context.Context, js jetstream.JetStream, res *Resources
 		d.view.Close()
 		return nil, err
 	}
-	eng.Workers, eng.PullMaxMessages, eng.Observer, eng.Kind = 1, 1, nil, nil
-	// Pinned after another worker: its writes must be in the view first
-	// (the caller's OnPinned is for the telemetry engine's store).
-	eng.OnPinned = d.view.CatchUp
-	if eng.DeadLetterSubject == nil {
-		eng.DeadLetterSubject = func(_, reason string) string { return cfg.DeadLetterSubject(reason) }
-	}
-	d.eng, err = New(js, cons, HandlerFunc(d.handle), eng)
-	if err != nil {
-		d.view.Close()
-		return nil, err
-	}
 	return d, nil
 }
 
-// Run consumes verdicts until ctx is cancelled or Close is called.
-func (d *Directives) Run(ctx context.Context) error {
-	err := d.eng.Run(ctx)
-	if errors.Is(err, ErrClosed) {
-		return nil
+// lane is the projector's lane on the verdict stream: one call at a time
+// (verdicts are few, and a tool's in order), caught up with the directives
+// bucket when taken, starting after the old durable consumer's ack floor on
+// an upgrade.
+func (d *Directives) lane(res *Resources, eo engine.Options) laneSpec {
+	cfg := res.Config
+	eo.Workers, eo.Key = 1, engine.LastToken
+	eo.OnDeadLetter = nil // metrics count telemetry only
+	eo.DeadLetter = func(_ *engine.Message, reason string) string { return cfg.DeadLetterSubject(reason) }
+	return laneSpec{
+		key:       DirectivesLane,
+		src:       engine.Source{Stream: cfg.VerdictsStream(), FilterSubjects: []string{d.names.VerdictsSubjects()}},
+		h:         engine.BatchFunc(d.handleBatch),
+		opts:      eo,
+		onAcquire: d.view.CatchUp,
+		initial: func(ctx context.Context) (uint64, error) {
+			return ackFloorAfter(ctx, res.Verdicts, cfg.Prefix+"-"+DirectivesDurable)
+		},
+		layout: "verdicts",
 	}
-	return err
 }
 
-// Close stops consuming (in-flight writes finish) and the view. It is
-// idempotent.
-func (d *Directives) Close() error {
-	err := d.eng.Close()
-	d.view.Close()
-	if errors.Is(err, ErrClosed) {
-		return nil
+// handleBatch applies a tool's verdicts in order; the first transient
+// failure stops the call (the engine hands that verdict and the rest again).
+func (d *Directives) handleBatch(ctx context.Context, _ string, msgs []*engine.Message) []error {
+	var res []error
+	for i, m := range msgs {
+		err := d.handle(ctx, m)
+		if err == nil {
+			continue
+		}
+		if res == nil {
+			res = make([]error, len(msgs))
+		}
+		res[i] = err
+		if !isPermanent(err) {
+			for j := i + 1; j < len(msgs); j++ {
+				res[j] = err
+			}
+			return res
+		}
 	}
-	return err
+	return res
 }
+
+// Close stops the view. It is idempotent.
+func (d *Directives) Close() { d.view.Close() }
 
 // index keeps, per tool, the keys of its agents' directives, and forgets
 // the head of a deleted key.
@@ -418,34 +403,10 @@ func short(fp string) string {
 	return fp
 }
 
-// startServiceDirectives starts the projector of a Service, unless disabled.
-func startServiceDirectives(ctx context.Context, js jetstream.JetStream, res *Resources, opts ServiceOptions) (*Directives, error) {
+// startServiceDirectives loads the projector of a Service, unless disabled.
+func startServiceDirectives(ctx context.Context, res *Resources, opts ServiceOptions) (*Directives, error) {
 	if opts.Directives.Disable {
 		return nil, nil
 	}
-	return StartDirectives(ctx, js, res, opts.Engine)
-}
-
-// runDirectives runs the service's projector beside its engine; the
-// function it returns stops the projector and waits for it.
-func (s *Service) runDirectives(ctx context.Context) func() {
-	if s.directives == nil {
-		return func() {}
-	}
-	done := make(chan error, 1)
-	go func() { done <- s.directives.Run(ctx) }()
-	return func() {
-		_ = s.directives.Close()
-		if err := <-done; err != nil {
-			zerolog.Ctx(ctx).Error().Err(err).Msg("directives projector stopped")
-		}
-	}
-}
-
-// closeDirectives stops the service's projector, if any.
-func (s *Service) closeDirectives() error {
-	if s.directives == nil {
-		return nil
-	}
-	return s.directives.Close()
+	return StartDirectives(ctx, res)
 }

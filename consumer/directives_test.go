@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolsentry/toolsentry/consumer"
+	"github.com/toolsentry/toolsentry/consumer/engine"
 	"github.com/toolsentry/toolsentry/consumer/natstest"
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
@@ -126,8 +126,8 @@ func TestDirectivesFollowVerdicts(t *testing.T) {
 	}
 }
 
-// TestDirectivesReplayChangesNothing: the projector's consumer deleted and
-// recreated replays every verdict; each directive remembers the verdict
+// TestDirectivesReplayChangesNothing: the directives lane read again from
+// the start replays every verdict; each directive remembers the verdict
 // sequence it follows, so no directive is written again.
 func TestDirectivesReplayChangesNothing(t *testing.T) {
 	_, url := natstest.RunServer(t)
@@ -138,17 +138,22 @@ func TestDirectivesReplayChangesNothing(t *testing.T) {
 	publish(t, w.js, observation(t, "crm.lookup", crmRenamed))
 	agentKey, _ := events.SchemaDirectiveKey("crm.lookup", "agent-a")
 	waitDirective(t, kv, agentKey, "drift", func(d events.Directive) bool { return d.Action == guards.ActionMigrate })
-	waitConsumerSettled(t, w.js, "TOOLSENTRY_VERDICTS", "toolsentry-directives")
+	waitSettled(t, w.js)
 	_, before := readDirective(t, kv, agentKey)
 	w.stop()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := w.js.DeleteConsumer(ctx, "TOOLSENTRY_VERDICTS", "toolsentry-directives"); err != nil {
+	// The directives lane reads every verdict again from the start.
+	leases, err := w.js.KeyValue(ctx, "toolsentry-leases")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := leases.Purge(ctx, consumer.DirectivesLane); err != nil {
 		t.Fatal(err)
 	}
 	w2 := startWorker(t, url)
-	waitConsumerSettled(t, w2.js, "TOOLSENTRY_VERDICTS", "toolsentry-directives")
+	waitSettled(t, w2.js)
 	if d, after := readDirective(t, kv, agentKey); after != before || d.Action != guards.ActionMigrate {
 		t.Errorf("after a replay: revision %d (was %d), %+v", after, before, d)
 	}
@@ -190,7 +195,7 @@ func TestAcceptDirectives(t *testing.T) {
 	_, rev := readDirective(t, kv, agentKey)
 	accept()
 	waitHandled(t, w.js)
-	waitConsumerSettled(t, w.js, "TOOLSENTRY_VERDICTS", "toolsentry-directives")
+	waitSettled(t, w.js)
 	if _, after := readDirective(t, kv, agentKey); after != rev {
 		t.Errorf("a second accept rewrote the agent's directive (revision %d, was %d)", after, rev)
 	}
@@ -217,7 +222,7 @@ func TestDirectivesDeadLetterJunkVerdicts(t *testing.T) {
 		return len(dead) == 1
 	})
 	h := dead[0].Headers()
-	if h.Get(consumer.HeaderDeadLetterReason) != "not_cloudevent" || h.Get(events.HeaderOriginalStream) != "TOOLSENTRY_VERDICTS" || string(dead[0].Data()) != "not json" {
+	if h.Get(engine.HeaderDeadLetterReason) != "not_cloudevent" || h.Get(events.HeaderOriginalStream) != "TOOLSENTRY_VERDICTS" || string(dead[0].Data()) != "not json" {
 		t.Errorf("dead letter %v %q", h, dead[0].Data())
 	}
 	if _, rev := readDirective(t, kv, "schema.junk"); rev != 0 {
@@ -269,117 +274,5 @@ func TestDirectivesIgnoreARepeatedVerdict(t *testing.T) {
 	// revision of the bucket, which holds this key alone.
 	if _, after := readDirective(t, kv, toolKey); after != rev+1 {
 		t.Errorf("the drift's directive is revision %d, the match's %d: the repeated matches were written", after, rev)
-	}
-}
-
-// TestDirectivesOneProjectorAtATime: with partitions (several workers) the
-// projector's consumer is pinned, so one projects and the others stand by
-// (shared, each would take the others' deliveries for missing ones and
-// hold its keys); when the pinned projector stops, another takes over. The
-// unpinned consumer of a single worker, or of an earlier version, is
-// updated in place, both ways.
-func TestDirectivesOneProjectorAtATime(t *testing.T) {
-	_, url := natstest.RunServer(t)
-	ctx, cancel := context.WithTimeout(testContext(t), time.Minute)
-	t.Cleanup(cancel) // after the projectors' and the service's cleanups
-	single := testConfig()
-	cfg := testConfig()
-	cfg.Partitions = 2
-	provision := func(cfg consumer.Config) (jetstream.JetStream, *consumer.Resources) {
-		js := natstest.JetStream(t, url)
-		res, err := consumer.Provision(ctx, js, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return js, res
-	}
-	projector := func(cfg consumer.Config) func() {
-		js, res := provision(cfg)
-		d, err := consumer.StartDirectives(ctx, js, res, testOptions())
-		if err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- d.Run(ctx) }()
-		var once sync.Once
-		stop := func() {
-			once.Do(func() {
-				_ = d.Close()
-				if err := <-done; err != nil {
-					t.Errorf("projector: %v", err)
-				}
-			})
-		}
-		t.Cleanup(stop)
-		return stop
-	}
-	js, _ := provision(single)
-	policy := func() (jetstream.PriorityPolicy, string) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		c, err := js.Consumer(ctx, "TOOLSENTRY_VERDICTS", "toolsentry-directives")
-		if err != nil {
-			t.Fatal(err)
-		}
-		info := c.CachedInfo()
-		if info.Config.PriorityPolicy != jetstream.PriorityPolicyPinned {
-			return info.Config.PriorityPolicy, ""
-		}
-		if len(info.PriorityGroups) != 1 {
-			t.Fatalf("directives consumer: groups %+v; want one", info.PriorityGroups)
-		}
-		return info.Config.PriorityPolicy, info.PriorityGroups[0].PinnedClientID
-	}
-	projector(single)()
-	if p, _ := policy(); p != jetstream.PriorityPolicyNone {
-		t.Fatalf("a single worker's directives consumer has priority policy %v, want none", p)
-	}
-
-	svc, err := consumer.StartService(ctx, natstest.Connect(t, url), consumer.ServiceOptions{
-		Config: cfg, Engine: testOptions(), Directives: consumer.DirectivesOptions{Disable: true},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	svcDone := make(chan error, 1)
-	go func() { svcDone <- svc.Run(ctx) }()
-	t.Cleanup(func() {
-		_ = svc.Close()
-		<-svcDone
-	})
-	stop1 := projector(cfg)
-	kv := directivesKV(t, js)
-	const tool, agent = "crm.lookup", "agent-a"
-	toolKey, _ := events.SchemaDirectiveKey(tool, "")
-	agentKey, _ := events.SchemaDirectiveKey(tool, agent)
-	publish(t, js, observation(t, tool, crmV1))
-	waitDirective(t, kv, toolKey, "NO_BASELINE", func(d events.Directive) bool { return d.Verdict.Name == "NO_BASELINE" })
-	p, first := policy()
-	if p != jetstream.PriorityPolicyPinned || first == "" {
-		t.Fatalf("with partitions, after a verdict: priority policy %v, pinned %q; want pinned to the projector", p, first)
-	}
-
-	// The second stands by while the first holds the pin.
-	stop2 := projector(cfg)
-	publish(t, js, invocation(t, tool, agent, `{"user_id":"u","limit":5}`))
-	publish(t, js, observation(t, tool, crmRenamed))
-	waitDirective(t, kv, agentKey, "drift", func(d events.Directive) bool { return d.Verdict.Name == "DRIFT_ON_USED_FIELDS" })
-	if _, now := policy(); now != first {
-		t.Errorf("the pin moved from %s to %s while its projector ran", first, now)
-	}
-
-	// The first stops (and unpins): the second projects.
-	stop1()
-	publish(t, js, observation(t, tool, crmV1))
-	waitDirective(t, kv, agentKey, "superseded, by the second projector", func(d events.Directive) bool { return d.SupersededBy != "" })
-	if _, now := policy(); now == "" || now == first {
-		t.Errorf("pinned %q after the first projector stopped (was %q); want the second", now, first)
-	}
-
-	// Back to a single worker: unpinned again.
-	stop2()
-	projector(single)
-	if p, _ := policy(); p != jetstream.PriorityPolicyNone {
-		t.Errorf("back to a single worker: priority policy %v, want none", p)
 	}
 }

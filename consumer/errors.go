@@ -2,37 +2,34 @@ package consumer
 
 import (
 	"errors"
-	"fmt"
+
+	"github.com/toolsentry/toolsentry/consumer/engine"
 )
 
-// ErrPermanent marks a handler error as bad input: retrying cannot help, so
-// the engine dead-letters the message instead of redelivering it. Wrap it
-// (fmt.Errorf("decoding invocation: %w", consumer.ErrPermanent)) or return a
-// *PermanentError carrying a reason code.
-var ErrPermanent = errors.New("permanent failure")
+// The runtime's errors, under the names the worker's callers use.
+var (
+	// ErrPermanent marks a handler error as bad input: the message is
+	// dead-lettered instead of retried (engine.ErrPermanent).
+	ErrPermanent = engine.ErrPermanent
+	// ErrClosed is returned by Run when the service (or a lane) was closed
+	// before it started.
+	ErrClosed = engine.ErrClosed
+	// ErrAlreadyRunning is returned by a second Run.
+	ErrAlreadyRunning = engine.ErrAlreadyRunning
+)
 
-// ErrMaxDeliver is the cause recorded on a message that arrives after it was
-// already delivered MaxDeliver times: the earlier deliveries ended without a
-// decision (a crash, or a dead-letter publish that failed), so the engine
-// dead-letters it without calling the handler again.
-var ErrMaxDeliver = errors.New("delivered more than MaxDeliver times")
+// PermanentError is a bad-input failure with a reason code, which the
+// engine writes into the dead letter's reason header.
+type PermanentError = engine.PermanentError
 
-// ErrHandlerPanic is the cause recorded on a message whose handler panicked.
-// The engine dead-letters such a message and goes on with the next ones.
-var ErrHandlerPanic = errors.New("handler panicked")
+// Permanent wraps err as a permanent failure with a reason code.
+func Permanent(reason string, err error) error { return engine.Permanent(reason, err) }
 
-// ErrClosed is returned by Engine.Run when the engine was closed before it
-// started.
-var ErrClosed = errors.New("engine closed")
+// ReasonPermanent is the reason of an error that wraps ErrPermanent
+// without a *PermanentError carrying one.
+const ReasonPermanent = engine.ReasonPermanent
 
-// ErrAlreadyRunning is returned by Engine.Run when Run was called before on
-// the same engine; an engine runs once.
-var ErrAlreadyRunning = errors.New("engine already running")
-
-// ErrShutdownTimeout is returned by Engine.Run (and Close) when in-flight
-// handlers did not finish within Options.ShutdownTimeout and were cancelled;
-// their messages were given back to the server for redelivery.
-var ErrShutdownTimeout = errors.New("in-flight handlers cancelled at shutdown timeout")
+func isPermanent(err error) bool { return errors.Is(err, ErrPermanent) }
 
 // ErrInvalidConfig is returned (wrapped, with the offending field named) by
 // Config.Validate, Options.Validate, Provision, New, NewView and
@@ -47,11 +44,15 @@ var ErrInvalidConfig = errors.New("invalid configuration")
 // StartService tries again by itself until ProvisionTimeout.
 var ErrNoAnswer = errors.New("no answer from the JetStream API")
 
-// ErrPartitionsMismatch is returned by Group.Run (and so Service.Run) when
+// ErrPartitionsMismatch is returned by Lanes.Run (and so Service.Run) when
 // another live worker announces a different Config.Partitions: the two
-// would read different sets of partition consumers and both handle every
-// key. Every worker of a deployment must use the same partition count.
+// would read different lanes and both handle some keys. Every worker of a deployment must use the same partition count.
 var ErrPartitionsMismatch = errors.New("workers disagree on the partition count")
+
+// ErrConnectionClosed is returned by Lanes.Run (and so Service.Run) when
+// the service's NATS connection was closed for good: nothing can be read
+// or committed any more.
+var ErrConnectionClosed = errors.New("the NATS connection is closed")
 
 // ErrConflict is returned (wrapped together with the jetstream error, so
 // errors.Is also matches jetstream.ErrKeyExists or
@@ -72,53 +73,3 @@ var ErrNoChange = errors.New("no change")
 // ErrViewClosed is returned by View.WaitReady when the view was closed, or its
 // watch ended, before the initial values were loaded.
 var ErrViewClosed = errors.New("view closed")
-
-// PermanentError is a bad-input failure with a reason code, which the engine
-// writes into the dead letter's reason header and the Term advisory. It
-// matches ErrPermanent with errors.Is.
-type PermanentError struct {
-	// Reason is a short machine-readable code (for example
-	// "decode_invalid_json"); the events package owns the vocabulary.
-	Reason string
-	// Err is the underlying cause; may be nil.
-	Err error
-}
-
-// Permanent wraps err as a permanent failure with a reason code.
-func Permanent(reason string, err error) error {
-	return &PermanentError{Reason: reason, Err: err}
-}
-
-func (e *PermanentError) Error() string {
-	if e.Err == nil {
-		return fmt.Sprintf("%s: %s", ErrPermanent, e.Reason)
-	}
-	return fmt.Sprintf("%s: %s: %s", ErrPermanent, e.Reason, e.Err)
-}
-
-// Unwrap returns the cause.
-func (e *PermanentError) Unwrap() error { return e.Err }
-
-// Is reports whether target is ErrPermanent.
-func (e *PermanentError) Is(target error) bool { return target == ErrPermanent }
-
-// Reason codes the engine itself writes; handlers choose their own codes.
-const (
-	// ReasonPermanent is used for an error that wraps ErrPermanent without
-	// a *PermanentError carrying a reason.
-	ReasonPermanent = "permanent"
-	// ReasonPanic is used when the handler panicked.
-	ReasonPanic = "handler_panic"
-	// ReasonMaxDeliver is used when a transient failure persisted through
-	// MaxDeliver deliveries.
-	ReasonMaxDeliver = "max_deliver"
-)
-
-// reasonOf returns the dead-letter reason code of a permanent error.
-func reasonOf(err error) string {
-	var pe *PermanentError
-	if errors.As(err, &pe) && pe.Reason != "" {
-		return pe.Reason
-	}
-	return ReasonPermanent
-}

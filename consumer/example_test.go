@@ -4,17 +4,19 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolsentry/toolsentry/consumer"
+	"github.com/toolsentry/toolsentry/consumer/engine"
 	"github.com/toolsentry/toolsentry/publisher"
 )
 
-// Example runs the whole runtime on an embedded server: provisioning,
-// emitting telemetry, and an engine whose handler rejects one message as
-// bad input, which lands in the dead-letter stream while the key goes on.
+// Example runs the runtime on an embedded server: provisioning, emitting
+// telemetry, and one lane's engine whose handler rejects one message as bad
+// input, which lands in the dead-letter stream while the key goes on.
 func Example() {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "toolsentry-example")
@@ -55,18 +57,33 @@ func Example() {
 		panic(err)
 	}
 
+	// One lane (tool partition 0) read from its lease's checkpoint.
+	lane := engine.ToolLane(0)
+	filters, err := res.Config.Layout().Filters(lane)
+	if err != nil {
+		panic(err)
+	}
+	lease, err := engine.AcquireLease(ctx, res.Leases, lane.Key(), "example", 10*time.Second)
+	if err != nil {
+		panic(err)
+	}
 	done := make(chan struct{})
-	h := consumer.HandlerFunc(func(ctx context.Context, m *consumer.Message) error {
-		if string(m.Data) == "bad" {
-			return consumer.Permanent("example_bad_input", nil)
+	h := engine.BatchFunc(func(ctx context.Context, key string, msgs []*engine.Message) []error {
+		res := make([]error, len(msgs))
+		for i, m := range msgs {
+			if string(m.Data) == "bad" {
+				res[i] = consumer.Permanent("example_bad_input", nil)
+				continue
+			}
+			fmt.Println(key, m.StreamSeq, string(m.Data))
+			if string(m.Data) == "third" {
+				close(done)
+			}
 		}
-		fmt.Println(m.Key, m.StreamSeq, string(m.Data))
-		if string(m.Data) == "third" {
-			close(done)
-		}
-		return nil
+		return res
 	})
-	e, err := consumer.New(js, res.Consumer, h, consumer.Options{})
+	e, err := engine.New(js, engine.Source{Stream: res.Config.TelemetryStream(), FilterSubjects: filters}, lease, h,
+		engine.Options{DeadLetter: func(_ *engine.Message, reason string) string { return res.Config.DeadLetterSubject(reason) }})
 	if err != nil {
 		panic(err)
 	}

@@ -4,63 +4,37 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
-	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolsentry/toolsentry/consumer/engine"
+	"github.com/toolsentry/toolsentry/events"
 )
 
-// PartitionLag is how far one partition's consumer is behind the
-// telemetry stream, as the server counts it. A deployment of one worker has
-// one partition, 0.
-type PartitionLag struct {
-	Partition int
-	// Consumer is the durable consumer's name.
-	Consumer string
-	// Pending is the number of stored messages not yet delivered.
-	Pending uint64
-	// AckPending is the number delivered and not yet finished (applied or
-	// dead-lettered, then acknowledged).
-	AckPending uint64
-	// AckFloor is the stream sequence up to which every message is
-	// finished: where the partition resumes after a restart, its
-	// checkpoint.
-	AckFloor uint64
-	// Delivered is the last stream sequence delivered.
-	Delivered uint64
-	// Owner is the member that owns the partition (Assign over the live
-	// members); empty for a single worker, or when no live member does.
+// LaneLag is one lane's progress, as its lease records it.
+type LaneLag struct {
+	// Lane is the lease key: tools.<i>, composition or directives.
+	Lane string
+	// Owner is the worker that holds the lease; empty when it is free
+	// (released, or never taken).
 	Owner string
-}
-
-// Lag is the number of stored messages the partition's workers have not
-// yet finished: Pending + AckPending.
-func (p PartitionLag) Lag() uint64 { return p.Pending + p.AckPending }
-
-func partitionLag(p int, info *jetstream.ConsumerInfo) PartitionLag {
-	return PartitionLag{
-		Partition:  p,
-		Consumer:   info.Name,
-		Pending:    info.NumPending,
-		AckPending: uint64(max(info.NumAckPending, 0)),
-		AckFloor:   info.AckFloor.Stream,
-		Delivered:  info.Delivered.Stream,
-	}
-}
-
-// ReadLag reads the lag of every partition consumer of res from the server
-// (one consumer info request each), in partition order.
-func ReadLag(ctx context.Context, res *Resources) ([]PartitionLag, error) {
-	lags := make([]PartitionLag, 0, len(res.Partitions))
-	for p, c := range res.Partitions {
-		info, err := c.Info(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("reading consumer %s: %w", c.CachedInfo().Name, err)
-		}
-		lags = append(lags, partitionLag(p, info))
-	}
-	return lags, nil
+	// Epoch counts the lease's holders so far.
+	Epoch uint64
+	// Checkpoint is the lowest stream sequence not yet applied: where the
+	// lane resumes after a restart or a takeover.
+	Checkpoint uint64
+	// Lag is the number of the lane's stored messages not yet applied.
+	Lag uint64
+	// Measured is true when Lag is the holder's own count, stored with its
+	// last renewal (At, about once a second): ReadLag's answer for a held
+	// lane. Otherwise the reader counted the messages at or after the
+	// checkpoint itself, as ReadStatus always does.
+	Measured bool
+	At       time.Time
 }
 
 // Status is a deployment's progress, read from the server without changing
@@ -70,30 +44,30 @@ type Status struct {
 	// Messages and LastSeq are the telemetry stream's stored message count
 	// and last sequence.
 	Messages, LastSeq uint64
-	// Partitions is the partition count of the deployment: the live
-	// members' (1 for a single worker), or, with none alive, that of the
-	// consumers that progressed furthest.
+	// Partitions is the stream's tool partition count (its subject
+	// transform; 1 without one).
 	Partitions int
-	// Members are the live members of a partitioned deployment, sorted.
+	// Members are the live workers, sorted.
 	Members []string
-	// Lag has one entry per partition of the deployment, in order.
-	Lag []PartitionLag
-	// Stale names the toolsentry consumers of another partition count:
-	// left by a change of layout, no worker reads them.
+	// Lanes has one entry per lane: the tool partitions in order, the
+	// composition lane, the directives lane.
+	Lanes []LaneLag
+	// Stale names the durable consumers that workers before lanes left on
+	// the telemetry stream: no worker reads them (nats consumer rm).
 	Stale []string
 }
 
-// TotalLag is the sum of the partitions' lag.
+// TotalLag is the sum of the lanes' lag.
 func (s *Status) TotalLag() uint64 {
 	var n uint64
-	for _, p := range s.Lag {
-		n += p.Lag()
+	for _, l := range s.Lanes {
+		n += l.Lag
 	}
 	return n
 }
 
 // ReadStatus reads the status of the deployment of cfg (its Prefix and
-// Durable; the partition count is discovered) from the server. A missing
+// Durable; the partition count is the stream's) from the server. A missing
 // telemetry stream is jetstream.ErrStreamNotFound.
 func ReadStatus(ctx context.Context, js jetstream.JetStream, cfg Config) (*Status, error) {
 	cfg = cfg.withDefaults()
@@ -101,129 +75,173 @@ func ReadStatus(ctx context.Context, js jetstream.JetStream, cfg Config) (*Statu
 	if err != nil {
 		return nil, err
 	}
-	st := &Status{Stream: cfg.TelemetryStream()}
 	si := stream.CachedInfo()
-	st.Messages, st.LastSeq = si.State.Msgs, si.State.LastSeq
-
-	// The toolsentry consumers, by partition count.
-	layouts := map[int]map[int]*jetstream.ConsumerInfo{}
+	st := &Status{Stream: cfg.TelemetryStream(), Messages: si.State.Msgs, LastSeq: si.State.LastSeq, Partitions: streamPartitions(si.Config)}
+	cfg.Partitions = st.Partitions
+	if st.Members, err = liveMembers(ctx, js, cfg); err != nil {
+		return nil, err
+	}
+	leases, err := js.KeyValue(ctx, cfg.LeasesBucket())
+	if err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, fmt.Errorf("opening bucket %s: %w", cfg.LeasesBucket(), err)
+	}
+	verdicts, err := js.Stream(ctx, cfg.VerdictsStream())
+	if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, fmt.Errorf("reading stream %s: %w", cfg.VerdictsStream(), err)
+	}
+	if st.Lanes, err = readLanes(ctx, leases, stream, verdicts, cfg, false); err != nil {
+		return nil, err
+	}
 	lister := stream.ListConsumers(ctx)
 	for info := range lister.Info() {
-		if _, ours := info.Config.Metadata[MaxDeliverMetadata]; !ours {
-			continue
+		if _, ours := info.Config.Metadata[oldConsumerMetadata]; ours {
+			st.Stale = append(st.Stale, info.Name)
 		}
-		p, n := 0, 1
-		if v, ok := info.Config.Metadata[PartitionsMetadata]; ok {
-			if p, n, ok = parsePartition(v); !ok {
-				continue
-			}
-		} else if info.Name != cfg.Durable {
-			continue
-		}
-		if layouts[n] == nil {
-			layouts[n] = map[int]*jetstream.ConsumerInfo{}
-		}
-		layouts[n][p] = info
 	}
 	if err := lister.Err(); err != nil {
 		return nil, fmt.Errorf("listing consumers of %s: %w", cfg.TelemetryStream(), err)
-	}
-
-	members, n, err := liveMembers(ctx, js, cfg)
-	if err != nil {
-		return nil, err
-	}
-	st.Members = members
-	if n == 0 { // no live member says: the layout that progressed furthest
-		var best uint64
-		for count, cs := range layouts {
-			for _, info := range cs {
-				if n == 0 || info.AckFloor.Stream > best || info.AckFloor.Stream == best && count < n {
-					n, best = count, info.AckFloor.Stream
-				}
-			}
-		}
-	}
-	st.Partitions = max(n, 1)
-	owner := map[int]string{}
-	if st.Partitions > 1 {
-		for _, m := range members {
-			for _, p := range Assign(members, st.Partitions, m) {
-				owner[p] = m
-			}
-		}
-	}
-	for p := range st.Partitions {
-		info := layouts[st.Partitions][p]
-		if info == nil {
-			st.Lag = append(st.Lag, PartitionLag{Partition: p, Consumer: consumerName(cfg, p, st.Partitions), Pending: st.Messages, Owner: owner[p]})
-			continue
-		}
-		l := partitionLag(p, info)
-		l.Owner = owner[p]
-		st.Lag = append(st.Lag, l)
-	}
-	for count, cs := range layouts {
-		if count == st.Partitions {
-			continue
-		}
-		for _, info := range cs {
-			st.Stale = append(st.Stale, info.Name)
-		}
 	}
 	slices.Sort(st.Stale)
 	return st, nil
 }
 
-func consumerName(cfg Config, p, n int) string {
-	if n <= 1 {
-		return cfg.Durable
-	}
-	return cfg.PartitionConsumer(p, n)
+// ReadLag reads the lag of every lane of res (serve's /metrics and
+// /readyz): the holders' own measures from the leases (one KV read each),
+// counted from the checkpoint for a lane that has no holder.
+func ReadLag(ctx context.Context, res *Resources) ([]LaneLag, error) {
+	return readLanes(ctx, res.Leases, res.Telemetry, res.Verdicts, res.Config, true)
 }
 
-// parsePartition parses PartitionsMetadata ("<index>/<count>").
-func parsePartition(v string) (p, n int, ok bool) {
-	ps, ns, found := strings.Cut(v, "/")
-	p, perr := strconv.Atoi(ps)
-	n, nerr := strconv.Atoi(ns)
-	if !found || perr != nil || nerr != nil || n < 1 || p < 0 || p >= n {
-		return 0, 0, false
+// Unapplied counts the stored messages of every lane of res at or after its
+// committed checkpoint: 0 once everything stored is applied and committed.
+func Unapplied(ctx context.Context, res *Resources) (uint64, error) {
+	lanes, err := readLanes(ctx, res.Leases, res.Telemetry, res.Verdicts, res.Config, false)
+	if err != nil {
+		return 0, err
 	}
-	return p, n, true
+	var n uint64
+	for _, l := range lanes {
+		n += l.Lag
+	}
+	return n, nil
 }
 
-// liveMembers lists the live members of cfg's members bucket and the
-// partition count they announce (0 with none, or no bucket: a single
-// worker's deployment has none).
-func liveMembers(ctx context.Context, js jetstream.JetStream, cfg Config) ([]string, int, error) {
+// laneSources lists the lanes of cfg with what each reads.
+func laneSources(cfg Config) ([]string, []engine.Source, error) {
+	names, err := events.NewNames(cfg.Prefix)
+	if err != nil {
+		return nil, nil, err
+	}
+	layout := cfg.Layout()
+	var keys []string
+	var srcs []engine.Source
+	for _, lane := range layout.Lanes() {
+		f, err := layout.Filters(lane)
+		if err != nil {
+			return nil, nil, err
+		}
+		keys = append(keys, lane.Key())
+		// The messages stored before the transform count too (a tool
+		// lane of N > 1 counts every partition's).
+		f = append(f, layout.LaneLegacyFilters(lane)...)
+		srcs = append(srcs, engine.Source{Stream: cfg.TelemetryStream(), FilterSubjects: f})
+	}
+	keys = append(keys, DirectivesLane)
+	srcs = append(srcs, engine.Source{Stream: cfg.VerdictsStream(), FilterSubjects: []string{names.VerdictsSubjects()}})
+	return keys, srcs, nil
+}
+
+func readLanes(ctx context.Context, leases jetstream.KeyValue, telemetry, verdicts jetstream.Stream, cfg Config, measured bool) ([]LaneLag, error) {
+	keys, srcs, err := laneSources(cfg)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]LaneLag, 0, len(keys))
+	for i, key := range keys {
+		l := LaneLag{Lane: key}
+		var state engine.LeaseState
+		found := false
+		if leases != nil {
+			if state, found, err = engine.ReadLease(ctx, leases, key); err != nil {
+				return nil, err
+			}
+		}
+		if found {
+			l.Owner, l.Epoch, l.Checkpoint, l.At = state.Owner, state.Epoch, state.Checkpoint, state.At
+		}
+		if measured && found && state.Owner != "" && state.HasLag {
+			l.Lag, l.Measured = state.Lag, true
+		} else {
+			stream := telemetry
+			if srcs[i].Stream == cfg.VerdictsStream() {
+				stream = verdicts
+			}
+			if stream != nil {
+				if l.Lag, err = countFrom(ctx, stream, srcs[i].FilterSubjects, l.Checkpoint); err != nil {
+					return nil, err
+				}
+			}
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// countFrom counts the messages of stream matching filters at or after
+// sequence from, with a short-lived consumer the server deletes itself.
+func countFrom(ctx context.Context, stream jetstream.Stream, filters []string, from uint64) (uint64, error) {
+	cc := jetstream.ConsumerConfig{
+		DeliverPolicy: jetstream.DeliverAllPolicy, AckPolicy: jetstream.AckNonePolicy,
+		FilterSubjects: filters, InactiveThreshold: 5 * time.Second, MemoryStorage: true, Replicas: 1,
+	}
+	if from > 1 {
+		cc.DeliverPolicy, cc.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from
+	}
+	c, err := stream.CreateConsumer(ctx, cc)
+	if err != nil {
+		return 0, fmt.Errorf("counting the messages of %s after %d: %w", stream.CachedInfo().Config.Name, from, err)
+	}
+	n := c.CachedInfo().NumPending
+	_ = stream.DeleteConsumer(ctx, c.CachedInfo().Name)
+	return n, nil
+}
+
+var partitionRE = regexp.MustCompile(`\{\{\s*partition\(\s*(\d+)\s*,`)
+
+// streamPartitions is the tool partition count of a telemetry stream's
+// subject transform (1 without one).
+func streamPartitions(sc jetstream.StreamConfig) int {
+	if sc.SubjectTransform == nil {
+		return 1
+	}
+	m := partitionRE.FindStringSubmatch(sc.SubjectTransform.Destination)
+	if m == nil {
+		return 1
+	}
+	n, err := strconv.Atoi(m[1])
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
+}
+
+// liveMembers lists the live workers of cfg's members bucket, sorted.
+func liveMembers(ctx context.Context, js jetstream.JetStream, cfg Config) ([]string, error) {
 	kv, err := js.KeyValue(ctx, cfg.MembersBucket())
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil, 0, nil
+		return nil, nil
 	}
 	if err != nil {
-		return nil, 0, fmt.Errorf("opening bucket %s: %w", cfg.MembersBucket(), err)
+		return nil, fmt.Errorf("opening bucket %s: %w", cfg.MembersBucket(), err)
 	}
 	lister, err := kv.ListKeys(ctx)
 	if err != nil {
-		return nil, 0, fmt.Errorf("listing bucket %s: %w", cfg.MembersBucket(), err)
+		return nil, fmt.Errorf("listing bucket %s: %w", cfg.MembersBucket(), err)
 	}
 	var members []string
 	for k := range lister.Keys() {
 		members = append(members, k)
 	}
-	n := 0
-	for _, m := range members {
-		e, err := kv.Get(ctx, m)
-		if err != nil {
-			continue // expired meanwhile
-		}
-		if c, ok := strings.CutPrefix(string(e.Value()), "partitions="); ok {
-			if v, err := strconv.Atoi(c); err == nil && v > n {
-				n = v
-			}
-		}
-	}
 	slices.Sort(members)
-	return members, n, nil
+	return members, nil
 }

@@ -239,6 +239,19 @@ func (s *Store) ForgetOutcomes() {
 	clear(s.pending)
 }
 
+// ForgetOutcomesOf forgets the outcome records held in memory of the tools
+// for which of(toolID) is true, and those it cannot tell (no record).
+func (s *Store) ForgetOutcomesOf(of func(toolID string) bool) {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	s.gen++ // a transaction begun before does not store its record in memory
+	for k, p := range s.pending {
+		if p.rec == nil || of(p.rec.ToolID) {
+			delete(s.pending, k)
+		}
+	}
+}
+
 // Flush stores every outcome record that holds counts the stored one does
 // not, with compare-and-set on the revision it builds on (a conflict means
 // another worker stored a newer one: a rebuild covers the difference). The

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolsentry/toolsentry/consumer"
+	"github.com/toolsentry/toolsentry/consumer/engine"
 	"github.com/toolsentry/toolsentry/consumer/natstest"
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
@@ -212,35 +213,16 @@ func streamCount(t *testing.T, js jetstream.JetStream, stream string) int {
 
 func waitSettled(t *testing.T, js jetstream.JetStream) {
 	t.Helper()
-	waitConsumerSettled(t, js, "TOOLSENTRY_TELEMETRY", "toolsentry-workers")
+	natstest.Eventually(t, 20*time.Second, "every lane settled", func() bool { return lanesSettled(js) })
 }
 
-func waitConsumerSettled(t *testing.T, js jetstream.JetStream, stream, durable string) {
-	t.Helper()
-	natstest.Eventually(t, 20*time.Second, durable+" settled", func() bool { return consumerSettled(js, stream, durable) })
-}
-
-// consumerSettled reports whether durable has handled every message its
-// stream held when asked: none pending or unacknowledged, and the ack floor
-// at the stream's last sequence. The pending counts alone can lag a burst
-// of publishes: they have read 0 before the worker saw the first message.
-func consumerSettled(js jetstream.JetStream, stream, durable string) bool {
+// lanesSettled reports whether every lane of the default deployment has
+// committed a checkpoint past every message it reads.
+func lanesSettled(js jetstream.JetStream) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	s, err := js.Stream(ctx, stream)
-	if err != nil {
-		return false
-	}
-	si, err := s.Info(ctx)
-	if err != nil {
-		return false
-	}
-	c, err := js.Consumer(ctx, stream, durable)
-	if err != nil {
-		return false
-	}
-	ci, err := c.Info(ctx)
-	return err == nil && ci.NumPending == 0 && ci.NumAckPending == 0 && ci.AckFloor.Stream >= si.State.LastSeq
+	st, err := consumer.ReadStatus(ctx, js, consumer.Config{})
+	return err == nil && st.TotalLag() == 0
 }
 
 const (
@@ -305,7 +287,7 @@ func TestEndToEndSilentRenameWithBadInputBetween(t *testing.T) {
 	}
 	reasons := map[string]bool{}
 	for _, d := range dead {
-		r := d.Headers().Get(consumer.HeaderDeadLetterReason)
+		r := d.Headers().Get(engine.HeaderDeadLetterReason)
 		reasons[r] = true
 		if d.Subject() != "toolsentry.dlq."+r {
 			t.Errorf("dead letter subject %s, reason %s", d.Subject(), r)

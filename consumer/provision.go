@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,19 +16,13 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultPrefix        = "toolsentry"
-	DefaultReplicas      = 1
-	DefaultMaxAge        = 30 * 24 * time.Hour
-	DefaultDuplicates    = 2 * time.Minute
-	DefaultAckWait       = 30 * time.Second
-	DefaultMaxDeliver    = 5
-	DefaultMaxAckPending = 1024
-	DefaultKVHistory     = 1
+	DefaultPrefix     = "toolsentry"
+	DefaultReplicas   = 1
+	DefaultMaxAge     = 30 * 24 * time.Hour
+	DefaultDuplicates = 2 * time.Minute
+	DefaultMaxDeliver = 5
+	DefaultKVHistory  = 1
 )
-
-// MaxDeliverMetadata is the consumer metadata key under which Provision
-// records Config.MaxDeliver; Engine reads its dead-letter threshold from it.
-const MaxDeliverMetadata = "toolsentry.max_deliver"
 
 // Config names and sizes the NATS resources of one toolsentry deployment.
 // Zero fields take the defaults above (see DefaultConfig); Provision applies
@@ -55,37 +50,27 @@ type Config struct {
 	// Nats-Msg-Id it has already stored (default 2 minutes). It must cover
 	// the longest redelivery delay, or a republished verdict is stored twice.
 	Duplicates time.Duration
-	// Durable is the name of the durable pull consumer on the telemetry
-	// stream that all workers share (default "<prefix>-workers").
+	// Durable is the name of the durable consumer that workers before
+	// lanes shared on the telemetry stream (default "<prefix>-workers"):
+	// a lane never committed starts after its ack floor.
 	Durable string
-	// AckWait is how long the server waits for an acknowledgement before it
-	// redelivers (default 30s). The engine keeps slow messages alive with
-	// progress acks, so this only bounds how fast a crashed worker's
-	// messages go to another one.
-	AckWait time.Duration
-	// MaxDeliver is how many deliveries a transiently failing message gets
-	// before it is dead-lettered (default 5). It is enforced by the engine,
-	// not the server: the consumer is created with an unlimited MaxDeliver
-	// and this value in its metadata (MaxDeliverMetadata), so that a message
-	// whose last delivery could not be dead-lettered is delivered again
-	// instead of being dropped by the server.
+	// MaxDeliver is how often a transiently failing input is handed to the
+	// handler before it is dead-lettered (default 5; the engine's
+	// MaxAttempts).
 	MaxDeliver int
-	// MaxAckPending bounds the unacknowledged messages of the consumer
-	// across all workers, and so the memory an engine holds (default 1024).
-	MaxAckPending int
 	// KVHistory is how many revisions per key the state buckets keep
 	// (default 1, at most 64). Compare-and-set needs only the latest.
 	KVHistory int
-	// Partitions is how many partitions the workers share (default 1: one
-	// durable consumer, one worker at a time consumes). Above 1 every
-	// partition has its own pinned consumer; see the package doc.
+	// Partitions is how many tool partitions the telemetry stream stores
+	// (default 1, at most MaxPartitions): each is a lane, as is the
+	// composition lane; see the package doc.
 	Partitions int
-	// PinnedTTL is how long the server keeps a partition pinned to a
-	// worker that stopped pulling (default 10s, at least 3s: workers pull
-	// every PinnedTTL/3, and a pull lasts at least 1s).
-	PinnedTTL time.Duration
-	// MemberTTL is how long a partitioned worker counts as alive after its
-	// last heartbeat in the members bucket (default 10s, at least 1s).
+	// LeaseTTL is how long a lane's lease lasts without renewal (default
+	// 10s, at least 3s; renewed every LeaseTTL/3): a dead worker's lanes
+	// are taken over within it.
+	LeaseTTL time.Duration
+	// MemberTTL is how long a worker counts as alive after its last
+	// heartbeat in the members bucket (default 10s, at least 1s).
 	MemberTTL time.Duration
 }
 
@@ -116,14 +101,8 @@ func (c Config) withDefaults() Config {
 	if c.Durable == "" {
 		c.Durable = c.Prefix + "-workers"
 	}
-	if c.AckWait == 0 {
-		c.AckWait = DefaultAckWait
-	}
 	if c.MaxDeliver == 0 {
 		c.MaxDeliver = DefaultMaxDeliver
-	}
-	if c.MaxAckPending == 0 {
-		c.MaxAckPending = DefaultMaxAckPending
 	}
 	if c.KVHistory == 0 {
 		c.KVHistory = DefaultKVHistory
@@ -131,8 +110,8 @@ func (c Config) withDefaults() Config {
 	if c.Partitions == 0 {
 		c.Partitions = DefaultPartitions
 	}
-	if c.PinnedTTL == 0 {
-		c.PinnedTTL = DefaultPinnedTTL
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = DefaultLeaseTTL
 	}
 	if c.MemberTTL == 0 {
 		c.MemberTTL = DefaultMemberTTL
@@ -158,18 +137,14 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: duplicates %s: want positive", ErrInvalidConfig, c.Duplicates)
 	case !durableRE.MatchString(c.Durable):
 		return fmt.Errorf("%w: durable %q: want letters, digits, '-' or '_'", ErrInvalidConfig, c.Durable)
-	case c.AckWait < 0:
-		return fmt.Errorf("%w: ack wait %s: want positive", ErrInvalidConfig, c.AckWait)
 	case c.MaxDeliver < 1:
 		return fmt.Errorf("%w: max deliver %d: want at least 1", ErrInvalidConfig, c.MaxDeliver)
-	case c.MaxAckPending < 1:
-		return fmt.Errorf("%w: max ack pending %d: want at least 1", ErrInvalidConfig, c.MaxAckPending)
 	case c.KVHistory < 1 || c.KVHistory > 64:
 		return fmt.Errorf("%w: kv history %d: want 1 to 64", ErrInvalidConfig, c.KVHistory)
 	case c.Partitions < 1 || c.Partitions > MaxPartitions:
 		return fmt.Errorf("%w: partitions %d: want 1 to %d", ErrInvalidConfig, c.Partitions, MaxPartitions)
-	case c.PinnedTTL < 3*time.Second:
-		return fmt.Errorf("%w: pinned ttl %s: want at least 3s", ErrInvalidConfig, c.PinnedTTL)
+	case c.LeaseTTL < 3*time.Second:
+		return fmt.Errorf("%w: lease ttl %s: want at least 3s", ErrInvalidConfig, c.LeaseTTL)
 	case c.MemberTTL < time.Second:
 		return fmt.Errorf("%w: member ttl %s: want at least 1s", ErrInvalidConfig, c.MemberTTL)
 	}
@@ -264,9 +239,8 @@ type Resources struct {
 	Layout     engine.StreamLayout
 	Verdicts   jetstream.Stream
 	DLQ        jetstream.Stream
-	Consumer   jetstream.Consumer   // the durable pull consumer on Telemetry (partition 0's when partitioned)
-	Partitions []jetstream.Consumer // one consumer per partition (just Consumer when not partitioned)
-	Members    jetstream.KeyValue   // the members bucket; nil when not partitioned
+	Members    jetstream.KeyValue // the workers alive
+	Leases     jetstream.KeyValue // the lanes' leases and checkpoints
 	Baselines  jetstream.KeyValue
 	Usage      jetstream.KeyValue
 	Quality    jetstream.KeyValue
@@ -328,7 +302,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) (*Resour
 		*s.dst = st
 	}
 
-	if err := provisionConsumers(ctx, js, res); err != nil {
+	if err := provisionLaneBuckets(ctx, js, res); err != nil {
 		return nil, err
 	}
 
@@ -359,6 +333,20 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) (*Resour
 		*b.dst = kv
 	}
 	return res, nil
+}
+
+// sameStream reports whether the stored config old already is want with
+// the layout metadata md: the settings Provision chooses are equal.
+func sameStream(old, want jetstream.StreamConfig, md map[string]string) bool {
+	for k, v := range md {
+		if old.Metadata[k] != v {
+			return false
+		}
+	}
+	return old.Description == want.Description && slices.Equal(old.Subjects, want.Subjects) &&
+		old.SubjectTransform != nil && want.SubjectTransform != nil && *old.SubjectTransform == *want.SubjectTransform &&
+		old.Retention == want.Retention && old.Discard == want.Discard && old.Storage == want.Storage &&
+		old.Replicas == want.Replicas && old.MaxAge == want.MaxAge && old.Duplicates == want.Duplicates
 }
 
 // createOrUpdateTelemetry is createOrUpdateStream for the telemetry stream
@@ -399,7 +387,14 @@ func createOrUpdateTelemetry(ctx context.Context, js jetstream.JetStream, sc jet
 		return nil, engine.StreamLayout{}, err
 	}
 	if old := st.CachedInfo().Config; layout.Stores(old) {
-		st, err = update(layout.Metadata(engine.ReadStreamLayout(old).Since))
+		md := layout.Metadata(engine.ReadStreamLayout(old).Since)
+		if sameStream(old, sc, md) {
+			// Nothing to change: no update, which a cluster that is still
+			// placing the stream (workers started together) may leave
+			// unanswered.
+			return st, engine.ReadStreamLayout(old), nil
+		}
+		st, err = update(md)
 		if err != nil {
 			return nil, engine.StreamLayout{}, err
 		}

@@ -37,10 +37,10 @@ const DefaultReplayMaxDifferences = 1000
 type ReplayOptions struct {
 	// Prefix names the streams (default DefaultPrefix).
 	Prefix string
-	// Durable is the live workers' durable consumer (default
-	// "<prefix>-workers"). Inputs above its acknowledgement floor have not
-	// been handled yet: they are replayed into state but not compared. When
-	// the consumer does not exist, every input counts as handled.
+	// Durable is the durable consumer of the workers before lanes (default
+	// "<prefix>-workers"), read only when the deployment has no leases.
+	// Inputs at or after a telemetry lane's checkpoint have not been
+	// handled yet: they are replayed into state but not compared.
 	Durable string
 	// Core is the decision step's configuration as the live workers ran it
 	// (Names is set from Prefix).
@@ -181,8 +181,9 @@ type ReplayReport struct {
 	// the window starts there at the earliest.
 	VerdictsTruncated bool       `json:"verdicts_truncated"`
 	VerdictsFirstTime *time.Time `json:"verdicts_first_time,omitempty"`
-	// HandledThrough is the live workers' acknowledgement floor: every
-	// input up to it has been handled. Inputs above it are not compared.
+	// HandledThrough is where the live workers stand: every input up to it
+	// has been applied (below every busy lane's checkpoint). Inputs above
+	// it are not compared.
 	HandledThrough uint64       `json:"handled_through"`
 	Window         ReplayWindow `json:"window"`
 
@@ -462,10 +463,33 @@ func (r *replayer) run(ctx context.Context) (*ReplayReport, error) {
 }
 
 // handledThrough is the sequence up to which the live workers handled
-// every input: their consumer's acknowledgement floor (a dead-lettered
-// input is terminated, which counts), or the stream's last sequence when
-// there is no consumer.
+// every input: below the checkpoint of every telemetry lane that still has
+// inputs to apply (a dead-lettered input counts as applied), the stream's
+// last sequence when none has. A deployment from before lanes (no leases
+// bucket) answers with its durable consumer's acknowledgement floor, or
+// the last sequence when there is none.
 func (r *replayer) handledThrough(ctx context.Context, last uint64) (uint64, error) {
+	cfg := Config{Prefix: r.opts.Prefix, Durable: r.opts.Durable}
+	if _, err := r.js.KeyValue(ctx, cfg.LeasesBucket()); errors.Is(err, jetstream.ErrBucketNotFound) {
+		return r.ackFloor(ctx, last)
+	}
+	st, err := ReadStatus(ctx, r.js, cfg)
+	if err != nil {
+		return 0, fmt.Errorf("reading the lanes: %w", err)
+	}
+	through := last
+	for _, l := range st.Lanes {
+		if l.Lane == DirectivesLane || l.Lag == 0 {
+			continue
+		}
+		through = min(through, max(l.Checkpoint, 1)-1)
+	}
+	return through, nil
+}
+
+// ackFloor is the acknowledgement floor of the durable consumer of the
+// workers before lanes, or last when there is none.
+func (r *replayer) ackFloor(ctx context.Context, last uint64) (uint64, error) {
 	c, err := r.js.Consumer(ctx, r.names.TelemetryStream(), r.opts.Durable)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return last, nil
@@ -477,8 +501,6 @@ func (r *replayer) handledThrough(ctx context.Context, last uint64) (uint64, err
 	if err != nil {
 		return 0, fmt.Errorf("consumer %s: %w", r.opts.Durable, err)
 	}
-	// The floor, not NumPending: the server may report no pending
-	// messages for a moment after new ones were stored.
 	return min(last, ci.AckFloor.Stream), nil
 }
 

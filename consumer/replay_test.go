@@ -30,13 +30,19 @@ var replayCore = core.Options{QualityEvery: 20}
 // startReplayWorker runs a live service with replayCore.
 func startReplayWorker(t *testing.T, url string) *worker {
 	t.Helper()
+	return startReplayWorkerWith(t, url, testConfig())
+}
+
+// startReplayWorkerWith runs a live service of cfg with replayCore.
+func startReplayWorkerWith(t *testing.T, url string, cfg consumer.Config) *worker {
+	t.Helper()
 	w := &worker{t: t, ctx: testContext(t)}
 	w.nc = natstest.Connect(t, url)
 	w.js = natstest.JetStream(t, url)
 	ctx, cancel := context.WithTimeout(w.ctx, 20*time.Second)
 	defer cancel()
 	svc, err := consumer.StartService(ctx, w.nc, consumer.ServiceOptions{
-		Config:    testConfig(),
+		Config:    cfg,
 		Engine:    testOptions(),
 		Processor: consumer.ProcessorOptions{Core: replayCore},
 	})
@@ -56,28 +62,11 @@ func startReplayWorker(t *testing.T, url string) *worker {
 	return w
 }
 
-// waitHandled waits until the workers acknowledged (or dead-lettered)
-// every input of the stream: their acknowledgement floor, which the server
-// updates with each ack, reached the stream's last sequence.
+// waitHandled waits until the lanes applied (or dead-lettered) every input
+// of the stream and committed their checkpoints past it.
 func waitHandled(t *testing.T, js jetstream.JetStream) {
 	t.Helper()
-	natstest.Eventually(t, 20*time.Second, "every input handled", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		si, err := streamOf(t, js, "TOOLSENTRY_TELEMETRY").Info(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := js.Consumer(ctx, "TOOLSENTRY_TELEMETRY", "toolsentry-workers")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ci, err := c.Info(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ci.AckFloor.Stream >= si.State.LastSeq && ci.NumAckPending == 0
-	})
+	natstest.Eventually(t, 20*time.Second, "every input handled", func() bool { return lanesSettled(js) })
 }
 
 // recordSeedScenarios publishes the seeds' scenarios: the silent rename
@@ -137,12 +126,12 @@ func replay(t *testing.T, js jetstream.JetStream, opts consumer.ReplayOptions) *
 }
 
 // liveFootprint is what the replay must not change: the last sequences of
-// the verdict stream and the state buckets, and the workers' consumer.
+// the verdict stream, the state buckets and the lanes' leases.
 func liveFootprint(t *testing.T, js jetstream.JetStream) map[string]uint64 {
 	t.Helper()
 	ctx := context.Background()
 	out := map[string]uint64{}
-	for _, s := range []string{"TOOLSENTRY_VERDICTS", "TOOLSENTRY_DLQ", "KV_toolsentry-baselines", "KV_toolsentry-usage", "KV_toolsentry-quality", "KV_toolsentry-workflows"} {
+	for _, s := range []string{"TOOLSENTRY_VERDICTS", "TOOLSENTRY_DLQ", "KV_toolsentry-baselines", "KV_toolsentry-usage", "KV_toolsentry-quality", "KV_toolsentry-workflows", "KV_toolsentry-leases"} {
 		st, err := js.Stream(ctx, s)
 		if err != nil {
 			t.Fatal(err)
@@ -153,16 +142,6 @@ func liveFootprint(t *testing.T, js jetstream.JetStream) map[string]uint64 {
 		}
 		out[s] = info.State.LastSeq
 	}
-	c, err := js.Consumer(ctx, "TOOLSENTRY_TELEMETRY", "toolsentry-workers")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ci, err := c.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out["delivered"] = ci.Delivered.Stream
-	out["ack_floor"] = ci.AckFloor.Stream
 	return out
 }
 

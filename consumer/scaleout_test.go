@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/toolsentry/toolsentry/consumer"
 	"github.com/toolsentry/toolsentry/consumer/core"
+	"github.com/toolsentry/toolsentry/consumer/engine"
 	"github.com/toolsentry/toolsentry/consumer/natstest"
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
@@ -30,13 +30,11 @@ import (
 // that a takeover happens within seconds.
 func scaleConfig(replicas, partitions int) consumer.Config {
 	return consumer.Config{
-		Replicas:      replicas,
-		Partitions:    partitions,
-		AckWait:       3 * time.Second,
-		PinnedTTL:     3 * time.Second,
-		MemberTTL:     2 * time.Second,
-		MaxDeliver:    5,
-		MaxAckPending: 512,
+		Replicas:   replicas,
+		Partitions: partitions,
+		LeaseTTL:   3 * time.Second,
+		MemberTTL:  2 * time.Second,
+		MaxDeliver: 5,
 	}
 }
 
@@ -71,7 +69,7 @@ func startScaleWorker(t *testing.T, name, urls string, cfg consumer.Config) *sca
 }
 
 // kill stops the worker as a crash would: its connection is gone at once,
-// nothing is drained, acknowledged, handed back or unpinned.
+// nothing is drained, committed or released.
 func (w *scaleWorker) kill() { w.nc.Close() }
 
 func scaleInputs(t *testing.T, rounds, tools int) [][]events.Message {
@@ -156,9 +154,11 @@ func TestScaleOutClusterWorkerAndNodeDie(t *testing.T) {
 	}
 	checkReplicas(t, js, cfg, 3)
 
-	// Every worker owns its share before the stream starts.
-	natstest.Eventually(t, 20*time.Second, "partitions spread over the 3 workers, 2 each", func() bool {
-		return ownedAre(workers, 2)
+	// Every worker owns its share before the stream starts: 8 lanes (6
+	// tool partitions, composition, directives) over 3 workers.
+	lanes := partitions + 2
+	natstest.Eventually(t, 20*time.Second, "lanes spread over the 3 workers", func() bool {
+		return ownedOnce(workers, lanes)
 	})
 
 	inputs := scaleInputs(t, rounds, tools)
@@ -180,10 +180,10 @@ func TestScaleOutClusterWorkerAndNodeDie(t *testing.T) {
 			killed := time.Now()
 			t.Logf("worker %s killed at round %d", workers[1].name, r)
 			// Measured, not asserted: how long the takeover takes.
-			natstest.Eventually(t, 30*time.Second, "the survivors own the dead worker's partitions", func() bool {
-				return ownedAre([]*scaleWorker{workers[0], workers[2]}, 3)
+			natstest.Eventually(t, 30*time.Second, "the survivors own the dead worker's lanes", func() bool {
+				return ownedOnce([]*scaleWorker{workers[0], workers[2]}, lanes)
 			})
-			t.Logf("partitions reassigned %s after the kill", time.Since(killed).Round(10*time.Millisecond))
+			t.Logf("lanes reassigned %s after the kill", time.Since(killed).Round(10*time.Millisecond))
 			natstest.Eventually(t, 30*time.Second, "a verdict for every input published before the kill", func() bool {
 				return streamCount(t, js, "TOOLSENTRY_VERDICTS") >= r*tools
 			})
@@ -201,8 +201,8 @@ func TestScaleOutClusterWorkerAndNodeDie(t *testing.T) {
 
 	// The survivors took over the dead worker's partitions.
 	alive := []*scaleWorker{workers[0], workers[2]}
-	natstest.Eventually(t, 30*time.Second, "partitions spread over the 2 surviving workers, 3 each", func() bool {
-		return ownedAre(alive, 3)
+	natstest.Eventually(t, 30*time.Second, "lanes spread over the 2 surviving workers", func() bool {
+		return ownedOnce(alive, lanes)
 	})
 	total := tools * rounds
 	deadline := time.Now().Add(60 * time.Second)
@@ -225,31 +225,33 @@ func TestScaleOutClusterWorkerAndNodeDie(t *testing.T) {
 	}
 }
 
-func ownedAre(ws []*scaleWorker, each int) bool {
-	seen := map[int]bool{}
+// ownedOnce reports whether the workers own every one of n lanes exactly
+// once between them, each worker at least n/len(ws) of them.
+func ownedOnce(ws []*scaleWorker, n int) bool {
+	seen := map[string]bool{}
 	for _, w := range ws {
-		own := w.svc.Group.Owned()
-		if len(own) != each {
+		own := w.svc.Lanes.Owned()
+		if len(own) < n/len(ws) {
 			return false
 		}
-		for _, p := range own {
-			if seen[p] {
+		for _, l := range own {
+			if seen[l] {
 				return false
 			}
-			seen[p] = true
+			seen[l] = true
 		}
 	}
-	return true
+	return len(seen) == n
 }
 
-// checkReplicas asserts that every stream, bucket and consumer of cfg has
-// the given replica count.
+// checkReplicas asserts that every stream and bucket of cfg has the given
+// replica count.
 func checkReplicas(t *testing.T, js jetstream.JetStream, cfg consumer.Config, want int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	streams := []string{cfg.TelemetryStream(), cfg.VerdictsStream(), cfg.DLQStream()}
-	for _, b := range []string{cfg.BaselinesBucket(), cfg.UsageBucket(), cfg.QualityBucket(), cfg.WorkflowsBucket(), cfg.DirectivesBucket(), cfg.MembersBucket()} {
+	for _, b := range []string{cfg.BaselinesBucket(), cfg.UsageBucket(), cfg.QualityBucket(), cfg.WorkflowsBucket(), cfg.DirectivesBucket(), cfg.MembersBucket(), cfg.LeasesBucket()} {
 		streams = append(streams, "KV_"+b)
 	}
 	for _, name := range streams {
@@ -261,40 +263,17 @@ func checkReplicas(t *testing.T, js jetstream.JetStream, cfg consumer.Config, wa
 			t.Errorf("stream %s: %d replicas, want %d", name, got, want)
 		}
 	}
-	for i := range cfg.Partitions {
-		name := cfg.PartitionConsumer(i, cfg.Partitions)
-		cons, err := js.Consumer(ctx, cfg.TelemetryStream(), name)
-		if err != nil {
-			t.Fatalf("consumer %s: %v", name, err)
-		}
-		info := cons.CachedInfo()
-		if info.Config.Replicas != want || (want > 1 && (info.Cluster == nil || len(info.Cluster.Replicas)+1 != want)) {
-			t.Errorf("consumer %s: config replicas %d, cluster %+v: want %d", name, info.Config.Replicas, info.Cluster, want)
-		}
-		if info.Config.PriorityPolicy != jetstream.PriorityPolicyPinned || !slices.Equal(info.Config.PriorityGroups, []string{consumer.PriorityGroup}) {
-			t.Errorf("consumer %s: priority %v %v: want pinned %s", name, info.Config.PriorityPolicy, info.Config.PriorityGroups, consumer.PriorityGroup)
-		}
-	}
 }
 
-// waitPartitionsSettled waits until every partition consumer has
-// acknowledged everything.
+// waitPartitionsSettled waits until every lane has applied everything
+// stored (the lanes' lag, as ReadStatus reads it, is 0).
 func waitPartitionsSettled(t *testing.T, js jetstream.JetStream, cfg consumer.Config) {
 	t.Helper()
-	natstest.Eventually(t, 30*time.Second, "every partition consumer settled", func() bool {
+	natstest.Eventually(t, 30*time.Second, "every lane settled", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		for i := range cfg.Partitions {
-			cons, err := js.Consumer(ctx, "TOOLSENTRY_TELEMETRY", cfg.PartitionConsumer(i, cfg.Partitions))
-			if err != nil {
-				return false
-			}
-			info, err := cons.Info(ctx)
-			if err != nil || info.NumPending != 0 || info.NumAckPending != 0 {
-				return false
-			}
-		}
-		return true
+		st, err := consumer.ReadStatus(ctx, js, cfg)
+		return err == nil && st.TotalLag() == 0
 	})
 }
 
@@ -402,28 +381,21 @@ func checkScaleVerdicts(t *testing.T, js jetstream.JetStream, rounds [][]events.
 	}
 }
 
-// logPartitions logs the state of every partition consumer and worker, to
+// logPartitions logs the lanes' leases and every worker's engines, to
 // diagnose a failure.
 func logPartitions(t *testing.T, js jetstream.JetStream, cfg consumer.Config, ws []*scaleWorker) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	for i := range cfg.Partitions {
-		cons, err := js.Consumer(ctx, "TOOLSENTRY_TELEMETRY", cfg.PartitionConsumer(i, cfg.Partitions))
-		if err != nil {
-			t.Logf("partition %d: %v", i, err)
-			continue
+	if st, err := consumer.ReadStatus(ctx, js, cfg); err != nil {
+		t.Logf("status: %v", err)
+	} else {
+		for _, l := range st.Lanes {
+			t.Logf("lane %s: owner %q epoch %d checkpoint %d lag %d (measured %v at %s)", l.Lane, l.Owner, l.Epoch, l.Checkpoint, l.Lag, l.Measured, l.At)
 		}
-		info, err := cons.Info(ctx)
-		if err != nil {
-			t.Logf("partition %d: %v", i, err)
-			continue
-		}
-		t.Logf("partition %d: pending %d, ack pending %d, waiting %d, redelivered %d, delivered %d, ack floor %d, groups %+v",
-			i, info.NumPending, info.NumAckPending, info.NumWaiting, info.NumRedelivered, info.Delivered.Stream, info.AckFloor.Stream, info.PriorityGroups)
 	}
 	for _, w := range ws {
-		t.Logf("worker %s: owns %v, engines %+v", w.name, w.svc.Group.Owned(), w.svc.Group.Stats())
+		t.Logf("worker %s: owns %v, lanes %+v", w.name, w.svc.Lanes.Owned(), w.svc.Lanes.Status(ctx))
 	}
 }
 
@@ -443,8 +415,9 @@ func TestScaleOutJoinAndLeaveMidStream(t *testing.T) {
 	cfg := scaleConfig(1, partitions)
 	js := natstest.JetStream(t, url)
 	w1 := startScaleWorker(t, "w1", url, cfg)
-	natstest.Eventually(t, 10*time.Second, "w1 owns every partition", func() bool {
-		return ownedAre([]*scaleWorker{w1}, partitions)
+	lanes := partitions + 2
+	natstest.Eventually(t, 10*time.Second, "w1 owns every lane", func() bool {
+		return ownedOnce([]*scaleWorker{w1}, lanes)
 	})
 	checkReplicas(t, js, cfg, 1)
 
@@ -456,8 +429,8 @@ func TestScaleOutJoinAndLeaveMidStream(t *testing.T) {
 		switch r {
 		case rounds / 3:
 			w2 = startScaleWorker(t, "w2", url, cfg)
-			natstest.Eventually(t, 10*time.Second, "w1 and w2 share the partitions", func() bool {
-				return ownedAre([]*scaleWorker{w1, w2}, partitions/2)
+			natstest.Eventually(t, 10*time.Second, "w1 and w2 share the lanes", func() bool {
+				return ownedOnce([]*scaleWorker{w1, w2}, lanes)
 			})
 		case 2 * rounds / 3:
 			if err := w1.svc.Close(); err != nil {
@@ -466,8 +439,8 @@ func TestScaleOutJoinAndLeaveMidStream(t *testing.T) {
 			if err := <-w1.done; err != nil {
 				t.Errorf("w1 run: %v", err)
 			}
-			natstest.Eventually(t, 10*time.Second, "w2 took every partition over", func() bool {
-				return ownedAre([]*scaleWorker{w2}, partitions)
+			natstest.Eventually(t, 10*time.Second, "w2 took every lane over", func() bool {
+				return ownedOnce([]*scaleWorker{w2}, lanes)
 			})
 		}
 	})
@@ -491,79 +464,134 @@ func TestScaleOutJoinAndLeaveMidStream(t *testing.T) {
 	}
 }
 
-// Switching a deployment from one worker to partitions resumes where the
-// single worker's consumer stopped instead of going through the stream's
-// history again.
-func TestScaleOutResumesAfterTheSingleWorker(t *testing.T) {
+// Upgrading from the per-message-ack workers: a lane whose lease was never
+// committed starts after the ack floor of the durable consumer they left,
+// instead of going through the stream's history again.
+func TestLanesResumeAfterTheOldConsumer(t *testing.T) {
 	_, url := natstest.RunServer(t)
 	js := natstest.JetStream(t, url)
-	single := startScaleWorker(t, "single", url, scaleConfig(1, 1))
-	if single.svc.Group != nil || single.svc.Engine == nil {
-		t.Fatal("one partition must run the single engine")
-	}
+	cfg := scaleConfig(1, 1)
+	first := startScaleWorker(t, "first", url, cfg)
 	inputs := scaleInputs(t, 2, 10)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := publishAll(ctx, js, inputs[:1], func(int) {}); err != nil {
 		t.Fatal(err)
 	}
-	waitSettled(t, js)
-	// The first round and the quality checkpoints of the tools' first
-	// versions, all acknowledged.
-	ci, err := single.svc.Resources.Consumer.Info(ctx)
+	natstest.Eventually(t, 20*time.Second, "10 verdicts", func() bool {
+		return streamCount(t, js, "TOOLSENTRY_VERDICTS") >= 10
+	})
+	waitPartitionsSettled(t, js, cfg)
+	if err := first.svc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// What an upgrade finds: no leases, and the old workers' consumer with
+	// everything so far acknowledged.
+	res := first.svc.Resources
+	si, err := res.Telemetry.Info(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	floor := ci.AckFloor.Stream
-	if floor < 10 {
-		t.Fatalf("the single worker's ack floor %d, want the first round's 10 inputs at least", floor)
+	floor := si.State.LastSeq
+	for _, k := range []string{"tools.0", "composition", "directives", "layout"} {
+		if err := res.Leases.Purge(ctx, k); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := single.svc.Close(); err != nil {
+	if _, err := res.Telemetry.CreateConsumer(ctx, jetstream.ConsumerConfig{Durable: "toolsentry-workers",
+		AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: floor + 1,
+		Metadata: map[string]string{"toolsentry.max_deliver": "5"}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := publishAll(ctx, js, inputs[1:], func(int) {}); err != nil {
 		t.Fatal(err)
 	}
-
-	cfg := scaleConfig(1, 2)
-	w := startScaleWorker(t, "p", url, cfg)
-	for i := range cfg.Partitions {
-		info := w.svc.Resources.Partitions[i].CachedInfo()
-		if info.Config.DeliverPolicy != jetstream.DeliverByStartSequencePolicy || info.Config.OptStartSeq != floor+1 {
-			t.Errorf("partition %d starts with %v at %d: want after the single worker's ack floor %d", i, info.Config.DeliverPolicy, info.Config.OptStartSeq, floor)
-		}
-	}
+	w := startScaleWorker(t, "upgraded", url, cfg)
 	natstest.Eventually(t, 20*time.Second, "20 verdicts", func() bool {
 		return streamCount(t, js, "TOOLSENTRY_VERDICTS") >= 20
 	})
 	waitPartitionsSettled(t, js, cfg)
 	checkScaleVerdicts(t, js, inputs)
-	// A restart keeps the partition consumers as they are.
-	if err := w.svc.Close(); err != nil {
-		t.Fatal(err)
+	var applied uint64
+	for _, l := range w.svc.Lanes.Status(ctx) {
+		if l.Lane == "tools.0" {
+			applied = l.Applied
+		}
 	}
-	again := startScaleWorker(t, "p", url, cfg)
-	if got := again.svc.Resources.Partitions[0].CachedInfo().Config.OptStartSeq; got != floor+1 {
-		t.Errorf("after a restart partition 0 starts at %d", got)
+	if applied != 10 {
+		t.Errorf("the tool lane applied %d inputs after the upgrade, want the 10 after the old ack floor %d", applied, floor)
 	}
 }
 
-// Workers with different partition counts would both handle every key: a
-// worker that finds one stops with ErrPartitionsMismatch.
+// Changing the partition count: inputs stored under the old count and not
+// yet applied when the workers stopped are read first, by the lane of the
+// new count that owns their tool, then the lanes go on with what the new
+// count stores: still exactly one verdict per input, in order per tool.
+func TestLanesChangeThePartitionCount(t *testing.T) {
+	_, url := natstest.RunServer(t)
+	js := natstest.JetStream(t, url)
+	inputs := scaleInputs(t, 3, 12)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	w := startScaleWorker(t, "two", url, scaleConfig(1, 2))
+	if err := publishAll(ctx, js, inputs[:1], func(int) {}); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 20*time.Second, "12 verdicts", func() bool { return streamCount(t, js, "TOOLSENTRY_VERDICTS") >= 12 })
+	waitPartitionsSettled(t, js, scaleConfig(1, 2))
+	if err := w.svc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Stored under 2 partitions while no worker runs.
+	if err := publishAll(ctx, js, inputs[1:2], func(int) {}); err != nil {
+		t.Fatal(err)
+	}
+
+	w3 := startScaleWorker(t, "three", url, scaleConfig(1, 3))
+	since := w3.svc.Resources.Layout.Since
+	if w3.svc.Resources.Layout.Name != "partition(3)" || since < 25 {
+		t.Fatalf("the stream's layout after the change: %+v", w3.svc.Resources.Layout)
+	}
+	if err := publishAll(ctx, js, inputs[2:], func(int) {}); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 30*time.Second, "36 verdicts", func() bool { return streamCount(t, js, "TOOLSENTRY_VERDICTS") >= 36 })
+	waitPartitionsSettled(t, js, scaleConfig(1, 3))
+	checkScaleVerdicts(t, js, inputs)
+	leases, err := js.KeyValue(ctx, "toolsentry-leases")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		st, ok, err := engine.ReadLease(ctx, leases, fmt.Sprintf("tools.%d", i))
+		if err != nil || !ok || st.Layout != "partition(3)" || st.Checkpoint < since {
+			t.Errorf("lane tools.%d after the change: %+v %v %v; want partition(3) from %d on", i, st, ok, err, since)
+		}
+	}
+}
+
+// Workers with different partition counts would read different lanes of
+// one key: a worker that finds a live one of another count does not start.
 func TestScaleOutRefusesAnotherPartitionCount(t *testing.T) {
 	_, url := natstest.RunServer(t)
 	w1 := startScaleWorker(t, "w1", url, scaleConfig(1, 2))
-	natstest.Eventually(t, 10*time.Second, "w1 owns both partitions", func() bool {
-		return ownedAre([]*scaleWorker{w1}, 2)
+	natstest.Eventually(t, 10*time.Second, "w1 owns every lane", func() bool {
+		return ownedOnce([]*scaleWorker{w1}, 4)
 	})
-	w2 := startScaleWorker(t, "w2", url, scaleConfig(1, 3))
-	select {
-	case err := <-w2.done:
-		if !errors.Is(err, consumer.ErrPartitionsMismatch) {
-			t.Fatalf("w2 stopped with %v, want ErrPartitionsMismatch", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("w2 runs next to a worker with another partition count")
+	// Refused before it provisions: the stream keeps w1's transform.
+	ctx, cancel := context.WithTimeout(testContext(t), 10*time.Second)
+	defer cancel()
+	_, err := consumer.StartService(ctx, natstest.Connect(t, url), consumer.ServiceOptions{Config: scaleConfig(1, 3), Engine: testOptions(), Member: "w2"})
+	if !errors.Is(err, consumer.ErrPartitionsMismatch) {
+		t.Fatalf("w2 with 3 partitions next to w1 with 2: %v, want ErrPartitionsMismatch", err)
+	}
+	info, err := w1.svc.Resources.Telemetry.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr := info.Config.SubjectTransform; tr == nil || !strings.Contains(tr.Destination, "partition(2,") {
+		t.Errorf("the stream's transform %+v: want w1's 2 partitions", tr)
 	}
 }
 

@@ -67,12 +67,12 @@ func TestWorkersStartedTogetherWithANewCluster(t *testing.T) {
 				go func() { ws[i].done <- svc.Run(ctx) }()
 				t.Cleanup(func() { _ = svc.Close() })
 			}
-			natstest.Eventually(t, 30*time.Second, fmt.Sprintf("6 partitions spread over %d workers", workers), func() bool {
-				return ownedAre(ws, 6/workers)
+			natstest.Eventually(t, 30*time.Second, fmt.Sprintf("8 lanes spread over %d workers", workers), func() bool {
+				return ownedOnce(ws, 8)
 			})
 			for _, w := range ws {
 				if !w.svc.Ready() {
-					t.Errorf("worker %s owns its partitions but is not ready", w.name)
+					t.Errorf("worker %s owns its lanes but is not ready", w.name)
 				}
 				select {
 				case err := <-w.done:

@@ -4,8 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/toolsentry/toolsentry/consumer"
 	"github.com/toolsentry/toolsentry/consumer/natstest"
 	"github.com/toolsentry/toolsentry/events"
@@ -14,26 +12,22 @@ import (
 
 // TestStoredPartitionSubjectsEndToEnd runs the worker and the replay on
 // telemetry stored in the partitioned form <prefix>.telemetry.<kind>.<p>.<key>
-// (the telemetry stream given the subject transform by hand): decoding, the
+// by 4 partitions: decoding, the
 // ordering key and metrics kind, verdicts, the dead letters' original
 // subject and the replay all handle the partition token.
 func TestStoredPartitionSubjectsEndToEnd(t *testing.T) {
 	_, url := natstest.RunServer(t)
-	w := startReplayWorker(t, url)
+	cfg := testConfig()
+	cfg.Partitions = 4
+	w := startReplayWorkerWith(t, url, cfg)
 	js := w.js
 	ctx := context.Background()
-	st := streamOf(t, js, "TOOLSENTRY_TELEMETRY")
-	info, err := st.Info(ctx)
+	info, err := streamOf(t, js, "TOOLSENTRY_TELEMETRY").Info(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := info.Config
-	cfg.SubjectTransform = &jetstream.SubjectTransformConfig{
-		Source:      "toolsentry.telemetry.*.*",
-		Destination: "toolsentry.telemetry.{{wildcard(1)}}.{{partition(4,2)}}.{{wildcard(2)}}",
-	}
-	if _, err := js.UpdateStream(ctx, cfg); err != nil {
-		t.Fatalf("adding the transform: %v", err)
+	if tr := info.Config.SubjectTransform; tr == nil || tr.Destination != "toolsentry.telemetry.{{wildcard(1)}}.{{partition(4,2)}}.{{wildcard(2)}}" {
+		t.Fatalf("telemetry transform %+v: want 4 partitions", tr)
 	}
 
 	publishHandled(t, js, observation(t, "crm.lookup", crmV1))

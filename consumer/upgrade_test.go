@@ -51,7 +51,7 @@ func TestUpgradeOfAnUntransformedTelemetryStream(t *testing.T) {
 			calls++
 		}
 	}
-	settled := func() bool { return consumerSettled(js, "TOOLSENTRY_TELEMETRY", "toolsentry-workers") }
+	settled := func() bool { return lanesSettled(js) }
 
 	publish(t, js, observation(t, tool, crmV1))
 	send(5) // stored in the legacy form, before any worker ran
@@ -97,8 +97,8 @@ func TestUpgradeOfAnUntransformedTelemetryStream(t *testing.T) {
 	w2 := startOutcomeWorker(t, url)
 	send(4)
 	natstest.Eventually(t, 20*time.Second, "second worker settled", settled)
-	if got := storedOutcomes(t, js, tool); got.Calls != 10 {
-		t.Errorf("stored after %d outcomes: %d calls, want 10 (the checkpoint)", calls, got.Calls)
+	if got := storedOutcomes(t, js, tool); got.Calls < 10 {
+		t.Errorf("stored after %d outcomes: %d calls, want at least 10 (the batch of the checkpoint)", calls, got.Calls)
 	}
 	w2.close(t)
 	if got := storedOutcomes(t, js, tool); got.Calls != int64(calls) {

@@ -44,15 +44,19 @@ func (v *View) CatchUp(ctx context.Context) error {
 }
 
 // CatchUp waits until every view of the store has caught up with its
-// bucket (View.CatchUp), and forgets the outcome counts held in memory
-// (ForgetOutcomes): another worker may have counted invocations of the
-// partition's tools since.
-func (s *Store) CatchUp(ctx context.Context) error {
+// bucket (View.CatchUp), and forgets the outcome counts held in memory of
+// the tools for which of(toolID) is true (all when of is nil): another
+// worker may have counted invocations of the lane's tools since.
+func (s *Store) CatchUp(ctx context.Context, of func(toolID string) bool) error {
 	for _, v := range s.views {
 		if err := v.CatchUp(ctx); err != nil {
 			return err
 		}
 	}
-	s.ForgetOutcomes()
+	if of == nil {
+		s.ForgetOutcomes()
+	} else {
+		s.ForgetOutcomesOf(of)
+	}
 	return nil
 }

@@ -29,6 +29,7 @@ import (
 
 	"github.com/toolsentry/toolsentry/consumer"
 	"github.com/toolsentry/toolsentry/consumer/core"
+	"github.com/toolsentry/toolsentry/consumer/engine"
 	"github.com/toolsentry/toolsentry/publisher"
 )
 
@@ -56,20 +57,21 @@ before the clock starts and published with asynchronous publishes.
 The phases, in order:
   raw publish   asynchronous publishes of the same events into a file stream,
                 nothing consuming: what JetStream takes on this machine
-  consume       the engine with a handler that returns at once: each event
-                is delivered, acknowledged and nothing else, the ceiling of
+  consume       the engine (one lane over the whole stream, batches from a
+                checkpoint) with a handler that returns at once: each event
+                is read, counted applied and nothing else, the ceiling of
                 any handler while the events are published on the same
                 machine (the drain's ceiling is consuming alone)
   passthrough   the same engine with a handler that only republishes each
-                event and waits for its acknowledgement before acking: the
+                batch's events and waits for their acknowledgements: the
                 cost of the runtime without toolsentry's work
   pipeline      toolsentry itself, as ` + "`toolsentry serve`" + ` runs it: decode,
-                guards, verdicts stored, state written, then the ack
+                guards, verdicts stored, state written, then the checkpoint
   drain         a backlog, as a worker meets it after an outage: on a fresh
                 server the events are published first, nothing running;
                 then the pipeline is started and drains them, timed from
                 its start until every event is handled (verdicts and
-                state stored, acknowledged). Its ceiling, measured just
+                state stored, checkpoints committed). Its ceiling, measured just
                 before on the same stored messages: a bare nats.go
                 consumer with explicit acks (a new consumer from the first
                 message, Consume with nats.go's defaults, each message
@@ -89,16 +91,15 @@ With --rounds N all but the latency phase run N times, in turn, before the
 latency phase.
 
 Throughput is events divided by the time from the first publish until every
-event has been handled and acknowledged (drain and replay: from their
+event has been handled and its checkpoint committed (drain and replay: from their
 start, the events already stored). The drain and the replay are also
 reported as a ratio of their ceilings.
 
-Read amplification is the number of deliveries to all the engines of the
-drain (and of the full-speed pipeline) per stored message: every message an
-engine receives counts, another partition's included (the engine
-acknowledges it at once). 1.00 is each stored message read once; above it,
-the same message is delivered to several partitions' consumers. Run with
---partitions N to measure a partitioned worker.
+Read amplification is the number of messages handed to the handlers of all
+the lanes of the drain (and of the full-speed pipeline) per stored message:
+1.00 is each stored message read once; above it, a message is read by more
+than one lane, or again after a retry. Run with --partitions N to measure a
+partitioned worker: each lane's consumer filters its own partition.
 
 Latency is measured for the schema observations: from its publish until
 the first thing it stored (the stream's own timestamp): its first verdict,
@@ -361,7 +362,7 @@ func bench(ctx context.Context, f benchFlags, progress *benchProgress) (benchRep
 		Partitions:         f.partitions,
 	}
 	if rep.Workers == 0 {
-		rep.Workers = consumer.DefaultWorkers()
+		rep.Workers = engine.DefaultWorkers
 	}
 	env := benchEnv{dir: dir, workers: f.workers, duplicates: f.duplicates, progress: progress, memProfile: f.memProfile, partitions: f.partitions}
 	if f.serverProc {
@@ -588,7 +589,9 @@ func (env benchEnv) serviceConfig() consumer.Config {
 func (env benchEnv) serviceOptions(counts *benchCounts) consumer.ServiceOptions {
 	return consumer.ServiceOptions{
 		Config:    env.serviceConfig(),
-		Engine:    consumer.Options{Workers: env.workers, Observer: counts, Kind: counts.kind},
+		Engine:    engine.Options{Workers: env.workers},
+		Observer:  counts,
+		Kind:      consumer.KindToken,
 		Processor: consumer.ProcessorOptions{Verdicts: counts},
 	}
 }
@@ -853,22 +856,17 @@ func newBenchCounts(target int) *benchCounts {
 func (c *benchCounts) OnOutcome(_ string, o consumer.Outcome, _ time.Duration) {
 	switch o {
 	case consumer.OutcomeAck, consumer.OutcomeDeadLetter:
+		c.deliveries.Add(1)
 		if c.settled.Add(1) == c.target {
 			c.doneAt.Store(time.Now().UnixNano())
 			close(c.done)
 		}
-	case consumer.OutcomeRetry, consumer.OutcomeDeadLetterFailed:
+	case consumer.OutcomeRetry:
+		c.deliveries.Add(1)
 		c.retries.Add(1)
+	default:
+		c.deliveries.Add(1)
 	}
-}
-
-// kind is the engine's Options.Kind: consumer.KindToken, counting the
-// deliveries. The engine asks a delivery's kind once, when it receives it,
-// whether it handles it or, being another partition's, acknowledges it at
-// once; the count is the read amplification's numerator.
-func (c *benchCounts) kind(m *consumer.Message) string {
-	c.deliveries.Add(1)
-	return consumer.KindToken(m)
 }
 
 // OnRedelivery implements consumer.Observer.
@@ -929,6 +927,7 @@ func (env benchEnv) run(ctx context.Context, phase string, mix *consumer.BenchMi
 		Run(context.Context) error
 		Close() error
 	}
+	var bare *engine.Engine // the passthrough and consume phases' engine
 	var resources *consumer.Resources
 	if phase == "passthrough" || phase == "consume" {
 		js, err := jetstream.New(nc)
@@ -943,24 +942,28 @@ func (env benchEnv) run(ctx context.Context, phase string, mix *consumer.BenchMi
 			return res, err
 		}
 		verdicts := resources.Config.VerdictsPrefix()
-		h := consumer.Passthrough(pub, func(m *consumer.Message) string {
+		h := consumer.Passthrough(pub, func(m *engine.Message) string {
 			return verdicts + ".passthrough." + consumer.KindToken(m) + "." + consumer.LastToken(m)
 		})
 		if phase == "consume" {
-			h = consumer.HandlerFunc(func(context.Context, *consumer.Message) error { return nil })
+			h = engine.BatchFunc(func(context.Context, string, []*engine.Message) []error { return nil })
 		}
-		e, err := consumer.New(js, resources.Consumer, h,
-			consumer.Options{
-				Workers:  env.workers,
-				Observer: counts,
-				Key: func(m *consumer.Message) string {
+		lease, err := engine.AcquireLease(ctx, resources.Leases, "bench-"+phase, "bench", 30*time.Second)
+		if err != nil {
+			return res, err
+		}
+		e, err := engine.New(js, engine.Source{Stream: resources.Config.TelemetryStream()}, lease,
+			consumer.Observed(h, counts, consumer.KindToken),
+			engine.Options{
+				Workers: env.workers,
+				Key: func(m *engine.Message) string {
 					return core.OrderingKey(consumer.KindToken(m), consumer.LastToken(m))
 				},
 			})
 		if err != nil {
 			return res, err
 		}
-		eng = e
+		eng, bare = e, e
 	} else {
 		svc, err := consumer.StartService(ctx, nc, env.serviceOptions(counts))
 		if err != nil {
@@ -1051,7 +1054,7 @@ wait:
 			return res, err
 		}
 	}
-	if err := benchSettled(ctx, resources); err != nil {
+	if err := benchSettled(ctx, resources, bare); err != nil {
 		return res, err
 	}
 	info, err := resources.Telemetry.Info(ctx)
@@ -1086,16 +1089,41 @@ func writeHeapProfile(path string) error {
 	return f.Close()
 }
 
-// benchSettled waits until the server has no message of the consumer (of
-// every partition's) left to deliver or awaiting its ack: the engine's
-// count is confirmed by the server.
-func benchSettled(ctx context.Context, res *consumer.Resources) error {
-	for _, cons := range res.Partitions {
-		if err := benchAcked(ctx, cons); err != nil {
-			return fmt.Errorf("every event was handled, but %w", err)
+// benchSettled waits until every lane of res committed a checkpoint past
+// every message it reads (ReadStatus counts none left), or, for a bare
+// engine on the whole stream, until its committed checkpoint passed the
+// stream's last message: the pipeline's count confirmed by the server.
+func benchSettled(ctx context.Context, res *consumer.Resources, bare *engine.Engine) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var left uint64
+		if bare != nil {
+			info, err := res.Telemetry.Info(ctx)
+			if err != nil {
+				return fmt.Errorf("reading the telemetry stream: %w", err)
+			}
+			if c := bare.Stats().Committed; c <= info.State.LastSeq {
+				left = info.State.LastSeq + 1 - c
+			}
+		} else {
+			n, err := consumer.Unapplied(ctx, res)
+			if err != nil {
+				return fmt.Errorf("reading the lanes: %w", err)
+			}
+			left = n
+		}
+		if left == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("every event was handled, but %d are not committed after 10s", left)
+		}
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
-	return nil
 }
 
 // benchLatency matches the schema observations to the first thing each
@@ -1396,9 +1424,9 @@ func writeBenchReport(w io.Writer, r benchReport) {
 		fmt.Fprintf(w, "  throughput: the median of %d rounds, and of each round's ratios\n", len(r.Rounds))
 	}
 	fmt.Fprintf(w, "  %-30s %12s events/s\n", "raw JetStream async publish", benchThousands(r.RawPublishEventsPerSec))
-	fmt.Fprintf(w, "  %-30s %12s events/s   consume, ack: %.0f%% of raw publish, the ceiling of any handler while publishing\n", "consume only",
+	fmt.Fprintf(w, "  %-30s %12s events/s   consume, no handler work: %.0f%% of raw publish, the ceiling of any handler while publishing\n", "consume only",
 		benchThousands(r.ConsumeEventsPerSec), 100*r.ConsumeRatio)
-	fmt.Fprintf(w, "  %-30s %12s events/s   consume, republish, ack\n", "passthrough", benchThousands(r.PassthroughEventsPerSec))
+	fmt.Fprintf(w, "  %-30s %12s events/s   consume, republish, await\n", "passthrough", benchThousands(r.PassthroughEventsPerSec))
 	fmt.Fprintf(w, "  %-30s %12s events/s   %.0f%% of passthrough, %.0f%% of raw publish\n", "pipeline", benchThousands(r.EventsPerSec),
 		100*r.PassthroughRatio, 100*r.RawPublishRatio)
 	fmt.Fprintf(w, "  %-30s %12s events/s   %.0f%% of its ceiling, a bare consumer with explicit acks: %s events/s\n",

@@ -242,7 +242,7 @@ func (env benchEnv) drain(ctx context.Context, nc *nats.Conn, mix *consumer.Benc
 	if err := benchAwait(ctx, counts.done, failed, counts.settled.Load, mix.Len()); err != nil {
 		return counts, 0, err
 	}
-	if err := benchSettled(ctx, svc.Resources); err != nil {
+	if err := benchSettled(ctx, svc.Resources, nil); err != nil {
 		return counts, 0, err
 	}
 	elapsed := time.Since(start)

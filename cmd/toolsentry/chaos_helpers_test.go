@@ -23,6 +23,7 @@ import (
 
 	"github.com/toolsentry/toolsentry/consumer"
 	"github.com/toolsentry/toolsentry/consumer/core"
+	"github.com/toolsentry/toolsentry/consumer/engine"
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
 	"github.com/toolsentry/toolsentry/publisher"
@@ -35,11 +36,12 @@ const (
 	chaosWorkerEnv  = "TOOLSENTRY_CHAOS_WORKER"   // "1" in the worker process
 	chaosNATSURLEnv = "TOOLSENTRY_CHAOS_NATS_URL" // the server (or proxy) it uses
 	chaosReadyLine  = "toolsentry-chaos-worker-ready"
-	// chaosAckWait is the workers' --ack-wait: how soon the server redelivers
-	// what a killed or cut-off worker held.
-	chaosAckWait = 2 * time.Second
-	chaosStream  = "TOOLSENTRY_TELEMETRY"
-	chaosDurable = "toolsentry-workers"
+	// chaosLeaseTTL is the workers' --lease-ttl: how soon another worker
+	// takes over the lanes of a killed or cut-off one (with --member-ttl
+	// chaosMemberTTL before it).
+	chaosLeaseTTL  = 3 * time.Second
+	chaosMemberTTL = 2 * time.Second
+	chaosStream    = "TOOLSENTRY_TELEMETRY"
 )
 
 // TestChaosWorkerProcess is the worker process of the chaos tests, not a test
@@ -63,7 +65,8 @@ func TestChaosWorkerProcess(t *testing.T) {
 		"--http", "",
 		"--prefix", "toolsentry",
 		"--workers", "8",
-		"--ack-wait", chaosAckWait.String(),
+		"--lease-ttl", chaosLeaseTTL.String(),
+		"--member-ttl", chaosMemberTTL.String(),
 		"--max-deliver", "5",
 		"--shutdown-timeout", "5s",
 		"--log-level", "info",
@@ -121,7 +124,7 @@ type chaosWorker struct {
 func startChaosWorker(t *testing.T, name, natsURL string) *chaosWorker {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestChaosWorkerProcess$")
-	cmd.Env = append(os.Environ(), chaosWorkerEnv+"=1", chaosNATSURLEnv+"="+natsURL)
+	cmd.Env = append(os.Environ(), chaosWorkerEnv+"=1", chaosNATSURLEnv+"="+natsURL, "TOOLSENTRY_MEMBER="+chaosMember(name))
 	w := &chaosWorker{name: name, cmd: cmd, log: &chaosLog{ready: make(chan struct{})}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = w.log, w.log
 	stdin, err := cmd.StdinPipe()
@@ -148,6 +151,9 @@ func startChaosWorker(t *testing.T, name, natsURL string) *chaosWorker {
 	}
 	return w
 }
+
+// chaosMember is the member name of the worker called name.
+func chaosMember(name string) string { return "chaos-" + name }
 
 func (w *chaosWorker) running() bool {
 	select {
@@ -368,20 +374,25 @@ func chaosEventually(t *testing.T, timeout time.Duration, msg func() string, con
 	}
 }
 
-// chaosConsumerInfo reads the workers' durable consumer; nil while the
-// server is unreachable.
-func chaosConsumerInfo(js jetstream.JetStream) *jetstream.ConsumerInfo {
+// chaosStatus reads the lanes' progress; nil while the server is
+// unreachable.
+func chaosStatus(js jetstream.JetStream) *consumer.Status {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	c, err := js.Consumer(ctx, chaosStream, chaosDurable)
+	st, err := consumer.ReadStatus(ctx, js, consumer.Config{})
 	if err != nil {
 		return nil
 	}
-	info, err := c.Info(ctx)
-	if err != nil {
-		return nil
+	return st
+}
+
+// describeLanes is one line per lane of st.
+func describeLanes(st *consumer.Status) string {
+	var b strings.Builder
+	for _, l := range st.Lanes {
+		fmt.Fprintf(&b, "lane %s: owner %q epoch %d checkpoint %d lag %d; ", l.Lane, l.Owner, l.Epoch, l.Checkpoint, l.Lag)
 	}
-	return info
+	return b.String()
 }
 
 // chaosCount is the number of messages in a stream; -1 while the server is
@@ -421,8 +432,9 @@ func chaosInputCount(js jetstream.JetStream) int {
 	return n
 }
 
-// waitInFlight waits until the workers hold at least want unacknowledged
-// inputs, so that the chaos step that follows hits messages in flight, and
+// waitInFlight waits until at least want inputs are stored and not yet
+// committed by their lane, so that the chaos step that follows hits messages
+// in flight, and
 // returns the number it saw. If want is not reached within a few seconds it
 // returns the most it saw (0: the step then tests less, and the caller says
 // so).
@@ -431,10 +443,11 @@ func waitInFlight(t *testing.T, js jetstream.JetStream, want int) int {
 	most := 0
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
-		if ci := chaosConsumerInfo(js); ci != nil {
-			most = max(most, ci.NumAckPending)
-			if ci.NumAckPending >= want {
-				return ci.NumAckPending
+		if st := chaosStatus(js); st != nil {
+			n := int(st.TotalLag())
+			most = max(most, n)
+			if n >= want {
+				return n
 			}
 		}
 		time.Sleep(time.Millisecond)
@@ -454,10 +467,10 @@ func waitProgress(t *testing.T, js jetstream.JetStream, from int, what string, w
 }
 
 // chaosSettleWithin bounds the recovery: from the last input published to
-// every input acknowledged. Recovery needs a reconnect (serve's default
-// ReconnectWait is 2s), a redelivery (the ack wait, 2s) and a few retry
-// backoffs (1s, 2s, 4s); 20s leaves room for a loaded machine, while a worker
-// that stalls until a 30s default timeout fails. After a failure the test
+// every input applied. Recovery needs a reconnect (serve's default
+// ReconnectWait is 2s), a takeover (the member TTL, 2s, then the lease TTL,
+// 3s) and a few retry backoffs (1s, 2s, 4s); 20s leaves room for a loaded
+// machine, while a worker that stalls until a 30s default timeout fails. After a failure the test
 // waits chaosSettleGrace more, so that the verdicts are still checked.
 const (
 	chaosSettleWithin = 20 * time.Second
@@ -470,18 +483,17 @@ func waitSettled(t *testing.T, js jetstream.JetStream, inputs int, workers ...*c
 	t.Helper()
 	start := time.Now()
 	lastReport := start
-	var last *jetstream.ConsumerInfo
+	var last *consumer.Status
 	settled := func() bool {
-		ci := chaosConsumerInfo(js)
-		if ci != nil {
-			last = ci
+		st := chaosStatus(js)
+		if st != nil {
+			last = st
 		}
-		if ci != nil && time.Since(lastReport) > 5*time.Second {
+		if st != nil && time.Since(lastReport) > 5*time.Second {
 			lastReport = time.Now()
-			t.Logf("still settling after %s: pending %d, ack pending %d, redelivered %d, waiting pull requests %d, ack floor %d, delivered %d",
-				time.Since(start).Round(time.Second), ci.NumPending, ci.NumAckPending, ci.NumRedelivered, ci.NumWaiting, ci.AckFloor.Stream, ci.Delivered.Stream)
+			t.Logf("still settling after %s: %s", time.Since(start).Round(time.Second), describeLanes(st))
 		}
-		return ci != nil && ci.NumPending == 0 && ci.NumAckPending == 0 && chaosInputCount(js) == inputs
+		return st != nil && st.TotalLag() == 0 && chaosInputCount(js) == inputs
 	}
 	poll := func(d time.Duration) bool {
 		for deadline := time.Now().Add(d); ; time.Sleep(10 * time.Millisecond) {
@@ -494,23 +506,22 @@ func waitSettled(t *testing.T, js jetstream.JetStream, inputs int, workers ...*c
 		}
 	}
 	if poll(chaosSettleWithin) {
-		t.Logf("every input acknowledged %s after the last was published", time.Since(start).Round(time.Millisecond))
+		t.Logf("every input applied %s after the last was published", time.Since(start).Round(time.Millisecond))
 		return
 	}
 	var b strings.Builder
 	if last != nil {
-		fmt.Fprintf(&b, "consumer: pending %d, ack pending %d, redelivered %d, waiting pull requests %d, ack floor %d; ",
-			last.NumPending, last.NumAckPending, last.NumRedelivered, last.NumWaiting, last.AckFloor.Stream)
+		b.WriteString(describeLanes(last))
 	}
 	fmt.Fprintf(&b, "%d inputs, %d verdicts, %d dead letters", inputs, chaosCount(js, "TOOLSENTRY_VERDICTS"), chaosCount(js, "TOOLSENTRY_DLQ"))
 	for _, w := range workers {
 		fmt.Fprintf(&b, "\nworker %s (running %t):\n%s", w.name, w.running(), w.log.tail(60))
 	}
-	t.Errorf("recovery stalled: inputs still unacknowledged %s after the last was published; %s", chaosSettleWithin, b.String())
+	t.Errorf("recovery stalled: inputs still not applied %s after the last was published; %s", chaosSettleWithin, b.String())
 	if !poll(chaosSettleGrace) {
-		t.Fatalf("inputs still unacknowledged %s after the last was published", chaosSettleWithin+chaosSettleGrace)
+		t.Fatalf("inputs still not applied %s after the last was published", chaosSettleWithin+chaosSettleGrace)
 	}
-	t.Logf("every input acknowledged %s after the last was published", time.Since(start).Round(time.Millisecond))
+	t.Logf("every input applied %s after the last was published", time.Since(start).Round(time.Millisecond))
 }
 
 // chaosMessages reads every message of a stream.
@@ -737,7 +748,7 @@ func checkChaosVerdicts(t *testing.T, js jetstream.JetStream, names events.Names
 	if dlq := chaosMessages(t, js, "TOOLSENTRY_DLQ"); len(dlq) > 0 {
 		var reasons []string
 		for _, d := range dlq {
-			reasons = append(reasons, d.Headers().Get(consumer.HeaderDeadLetterReason)+": "+d.Headers().Get(consumer.HeaderDeadLetterError))
+			reasons = append(reasons, d.Headers().Get(engine.HeaderDeadLetterReason)+": "+d.Headers().Get(engine.HeaderDeadLetterError))
 		}
 		report("%d inputs dead-lettered: %s", len(dlq), chaosFirst(reasons))
 	}

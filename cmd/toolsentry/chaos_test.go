@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -89,6 +90,76 @@ func TestChaosWorkerKilledTwice(t *testing.T) {
 	w.stop(t)
 }
 
+// TestChaosWorkerPausedPastItsLease: worker A is paused (SIGSTOP) while it
+// holds inputs it has not committed, for longer than its lease; B takes
+// every lane over; then A resumes. A never commits after its successor:
+// every lease's epoch only grows in the order its entries were written (an
+// old holder's commit would write its old epoch after the new one), and
+// every input still has exactly one verdict.
+func TestChaosWorkerPausedPastItsLease(t *testing.T) {
+	chaosSkipShort(t)
+	_, url := natstest.RunServer(t)
+	names := chaosNames(t)
+	js := natstest.JetStream(t, url)
+	const roundsN = 10
+	rounds := chaosInputs(t, names, roundsN, chaosTools) // 500 inputs
+
+	a := startChaosWorker(t, "A", url)
+	leases := watchLeases(t, js)
+	gates := map[int]chan struct{}{6: make(chan struct{})}
+	pub := startChaosPublisher(t, js, rounds, chaosInterval, gates)
+	pub.waitStarted(t, 3)
+	held := waitInFlight(t, js, chaosWantInFlight)
+	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	paused := time.Now()
+	t.Logf("SIGSTOPped worker A while %d inputs were not committed", held)
+
+	from := chaosCount(js, "TOOLSENTRY_VERDICTS")
+	b := startChaosWorker(t, "B", url)
+	chaosEventually(t, 30*time.Second, func() string {
+		return "B did not take every lane over: " + describeLanes(chaosStatus(js))
+	}, func() bool {
+		st := chaosStatus(js)
+		if st == nil {
+			return false
+		}
+		for _, l := range st.Lanes {
+			if l.Owner != chaosMember("B") {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("B holds every lane %s after A was paused", time.Since(paused).Round(10*time.Millisecond))
+	waitProgress(t, js, from, "after B took over", b)
+	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("resumed worker A %s after it was paused", time.Since(paused).Round(10*time.Millisecond))
+	close(gates[6])
+	pub.wait(t)
+	waitSettled(t, js, roundsN*chaosTools, a, b)
+	checkChaosVerdicts(t, js, names, rounds, a, b)
+	for lane, entries := range leases.get() {
+		for i := 1; i < len(entries); i++ {
+			if entries[i].epoch < entries[i-1].epoch {
+				t.Errorf("lane %s: %s wrote epoch %d after %s wrote epoch %d: a holder committed after its successor",
+					lane, entries[i].owner, entries[i].epoch, entries[i-1].owner, entries[i-1].epoch)
+			}
+		}
+		if !slices.ContainsFunc(entries, func(e leaseEntry) bool { return e.owner == chaosMember("B") }) {
+			t.Errorf("lane %s: B never held it: %+v", lane, entries)
+		}
+	}
+	if !strings.Contains(a.log.String(), "taken over") {
+		t.Errorf("worker A did not report that its leases were taken over:\n%s", a.log.tail(40))
+	}
+	a.stop(t)
+	b.stop(t)
+}
+
 // TestChaosServerRestartMidStream restarts the NATS server on the same
 // store directory three times while the worker holds unacknowledged
 // inputs. The restarted server redelivers late, and sometimes as new, what
@@ -158,9 +229,9 @@ func TestChaosNetworkCutAndRestored(t *testing.T) {
 		proxy.Cut(step.blackhole)
 		// Longer than the ack wait: the server considers what the worker
 		// held as lost and redelivers it once the worker is back.
-		time.Sleep(chaosAckWait + time.Second) // the length of the outage
+		time.Sleep(chaosLeaseTTL + time.Second) // the length of the outage: past the lease
 		proxy.Restore()
-		t.Logf("cut the network (blackhole %t) in round %d for %s while %d inputs were unacknowledged", step.blackhole, step.round, chaosAckWait+time.Second, held)
+		t.Logf("cut the network (blackhole %t) in round %d for %s while %d inputs were not committed", step.blackhole, step.round, chaosLeaseTTL+time.Second, held)
 		chaosEventually(t, 30*time.Second, func() string {
 			return "worker did not reconnect through the restored network:\n" + w.log.tail(40)
 		}, func() bool {

@@ -49,7 +49,7 @@ func parseServe(t *testing.T, args ...string) (serveFlags, error) {
 type settings struct {
 	Workers, Replicas       int
 	DataDir, LogLevel, HTTP string
-	AckWait                 time.Duration
+	ShutdownTimeout         time.Duration
 	NATSURL                 string
 	URLGiven                bool
 	User, Password          string
@@ -58,7 +58,7 @@ type settings struct {
 func settingsOf(f serveFlags) settings {
 	return settings{
 		Workers: f.workers, Replicas: f.replicas, DataDir: f.dataDir, LogLevel: f.logLevel, HTTP: f.httpAddr,
-		AckWait: f.ackWait, NATSURL: f.conn.url.value, URLGiven: f.conn.urlGiven(), User: f.conn.user, Password: f.conn.password,
+		ShutdownTimeout: f.shutdownTimeout, NATSURL: f.conn.url.value, URLGiven: f.conn.urlGiven(), User: f.conn.user, Password: f.conn.password,
 	}
 }
 
@@ -69,7 +69,7 @@ workers: 7
 replicas: 3
 data-dir: /from/file
 log-level: warn
-ack-wait: 45s
+shutdown-timeout: 45s
 nats-url:
   - nats://n1:4222
   - nats://n2:4222
@@ -78,9 +78,9 @@ nats-password: "from file"
 http: ""
 `)
 	defaults := settings{Workers: 0, Replicas: 1, DataDir: "toolsentry-data", LogLevel: "info", HTTP: "127.0.0.1:9700",
-		AckWait: 30 * time.Second, NATSURL: defaultNATSURL}
+		ShutdownTimeout: 10 * time.Second, NATSURL: defaultNATSURL}
 	fromFile := settings{Workers: 7, Replicas: 3, DataDir: "/from/file", LogLevel: "warn", HTTP: "",
-		AckWait: 45 * time.Second, NATSURL: "nats://n1:4222,nats://n2:4222", URLGiven: true, User: "worker", Password: "from file"}
+		ShutdownTimeout: 45 * time.Second, NATSURL: "nats://n1:4222,nats://n2:4222", URLGiven: true, User: "worker", Password: "from file"}
 
 	check := func(t *testing.T, want settings, args ...string) {
 		t.Helper()
@@ -132,7 +132,7 @@ func TestSettingsErrorsNameTheirSource(t *testing.T) {
 		want       []string
 	}{
 		{name: "unknown key", file: "workers: 2\nwokers: 3\n", want: []string{"serve.yaml:2", `unknown setting "wokers"`, "no --wokers flag"}},
-		{name: "bad value", file: "replicas: 3\nack-wait: soon\n", want: []string{"serve.yaml:2", "ack-wait", `"soon"`}},
+		{name: "bad value", file: "replicas: 3\nshutdown-timeout: soon\n", want: []string{"serve.yaml:2", "shutdown-timeout", `"soon"`}},
 		{name: "duplicate key", file: "workers: 2\nworkers: 3\n", want: []string{"serve.yaml:2", `"workers" is already set on line 1`}},
 		{name: "not a mapping", file: "- workers\n", want: []string{"serve.yaml:1", "want a mapping"}},
 		{name: "nested value", file: "workers:\n  n: 2\n", want: []string{"serve.yaml:2", "workers", "not a mapping"}},

@@ -72,7 +72,7 @@ func TestServeWaitsForNATSStartedLater(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatalf("serve not ready 60s after the server started\n%s", logs)
 	}
-	if code, body, _ := tryGet("http://" + httpAddr + "/readyz"); code != 200 || !strings.Contains(body, "lag: 0 events (partition 0: 0)") {
+	if code, body, _ := tryGet("http://" + httpAddr + "/readyz"); code != 200 || !strings.Contains(body, "lag: 0 events (tools.0: 0 by ") {
 		t.Errorf("/readyz once ready: %d %q, want 200 with the lag", code, body)
 	}
 	if !strings.Contains(logs.String(), "connected to NATS") {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -94,23 +93,24 @@ func (m *metrics) OnVerdict(guard, verdict string, duplicate bool) {
 	}
 }
 
-// lagSource reads the lag of the service's partitions from the server for
-// /metrics and /readyz, at most once a second: the one source of
-// toolsentry_lag_events, toolsentry_consumer_pending and
-// toolsentry_consumer_ack_pending. Safe for concurrent use.
+// lagSource reads the lag of the deployment's lanes for /metrics and
+// /readyz, at most once a second: the one source of toolsentry_lag_events
+// and toolsentry_consumer_pending. A held lane's lag is its holder's own
+// measure, stored in its lease; a lane nobody holds is counted from its
+// checkpoint. Safe for concurrent use.
 type lagSource struct {
 	res atomic.Pointer[consumer.Resources] // set once the service is ready
 
 	mu   sync.Mutex
 	at   time.Time
-	lags []consumer.PartitionLag
+	lags []consumer.LaneLag
 	err  error
 }
 
 // lagMaxAge is how long a lag read serves before it is read again.
 const lagMaxAge = time.Second
 
-func (l *lagSource) read(ctx context.Context) ([]consumer.PartitionLag, error) {
+func (l *lagSource) read(ctx context.Context) ([]consumer.LaneLag, error) {
 	res := l.res.Load()
 	if res == nil {
 		return nil, errors.New("the service is not ready")
@@ -127,8 +127,8 @@ func (l *lagSource) read(ctx context.Context) ([]consumer.PartitionLag, error) {
 	return l.lags, l.err
 }
 
-// describe is the lag line of /readyz: "lag: 12 events (partition 0: 5,
-// partition 1: 7)".
+// describe is the lag line of /readyz: "lag: 12 events (tools.0: 5 by w1,
+// composition: 7 by w2, directives: 0 by w1)".
 func (l *lagSource) describe(ctx context.Context) string {
 	lags, err := l.read(ctx)
 	if err != nil {
@@ -137,8 +137,12 @@ func (l *lagSource) describe(ctx context.Context) string {
 	var total uint64
 	parts := make([]string, len(lags))
 	for i, p := range lags {
-		total += p.Lag()
-		parts[i] = fmt.Sprintf("partition %d: %d", p.Partition, p.Lag())
+		total += p.Lag
+		owner := p.Owner
+		if owner == "" {
+			owner = "nobody"
+		}
+		parts[i] = fmt.Sprintf("%s: %d by %s", p.Lane, p.Lag, owner)
 	}
 	return fmt.Sprintf("lag: %d events (%s)", total, strings.Join(parts, ", "))
 }
@@ -146,20 +150,18 @@ func (l *lagSource) describe(ctx context.Context) string {
 // lagCollector exports lagSource's reads when Prometheus scrapes; -1 when
 // the server cannot be asked.
 type lagCollector struct {
-	src                      *lagSource
-	lag, pending, ackPending *prometheus.Desc
+	src          *lagSource
+	lag, pending *prometheus.Desc
 }
 
 func registerLag(reg prometheus.Registerer, src *lagSource) {
 	reg.MustRegister(&lagCollector{
 		src: src,
 		lag: prometheus.NewDesc("toolsentry_lag_events",
-			"Telemetry events stored and not yet finished by the workers, by partition: not yet delivered plus delivered and not yet acknowledged. Every worker reports every partition; aggregate with max by (partition).",
+			"Events stored and not yet applied, by lane (partition: a tool partition 0..N-1, composition, directives). Every worker reports every lane; aggregate with max by (partition).",
 			[]string{"partition"}, nil),
 		pending: prometheus.NewDesc("toolsentry_consumer_pending",
-			"Telemetry events in the stream not yet delivered to the workers (all partitions).", nil, nil),
-		ackPending: prometheus.NewDesc("toolsentry_consumer_ack_pending",
-			"Telemetry events delivered to the workers and not yet acknowledged (all partitions).", nil, nil),
+			"Events stored and not yet applied, all lanes together.", nil, nil),
 	})
 }
 
@@ -167,7 +169,15 @@ func registerLag(reg prometheus.Registerer, src *lagSource) {
 func (c *lagCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.lag
 	ch <- c.pending
-	ch <- c.ackPending
+}
+
+// lagLabel is the partition label of a lane: the tool partition's number,
+// or the lane's name.
+func lagLabel(lane string) string {
+	if p, ok := strings.CutPrefix(lane, "tools."); ok {
+		return p
+	}
+	return lane
 }
 
 // Collect implements prometheus.Collector.
@@ -175,20 +185,12 @@ func (c *lagCollector) Collect(ch chan<- prometheus.Metric) {
 	lags, err := c.src.read(context.Background())
 	if err != nil {
 		ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, -1)
-		ch <- prometheus.MustNewConstMetric(c.ackPending, prometheus.GaugeValue, -1)
-		if res := c.src.res.Load(); res != nil {
-			for p := range res.Partitions {
-				ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, -1, strconv.Itoa(p))
-			}
-		}
 		return
 	}
-	var pending, ackPending uint64
+	var pending uint64
 	for _, p := range lags {
-		pending += p.Pending
-		ackPending += p.AckPending
-		ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, float64(p.Lag()), strconv.Itoa(p.Partition))
+		pending += p.Lag
+		ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, float64(p.Lag), lagLabel(p.Lane))
 	}
 	ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(pending))
-	ch <- prometheus.MustNewConstMetric(c.ackPending, prometheus.GaugeValue, float64(ackPending))
 }

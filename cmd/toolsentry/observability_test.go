@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/toolsentry/toolsentry/consumer"
+	"github.com/toolsentry/toolsentry/consumer/engine"
 	"github.com/toolsentry/toolsentry/consumer/natstest"
 	"github.com/toolsentry/toolsentry/events"
 )
@@ -114,24 +115,20 @@ func TestServeShutdownOrder(t *testing.T) {
 		t.Errorf("shutdown order (-want +got):\n%s\n%s", d, r.logs)
 	}
 
-	// The in-flight event completed: its verdict, its state and its ack
-	// are all on the server, found there after restart.
+	// The in-flight event completed: its verdict, its state and its lane's
+	// checkpoint are all on the server, found there after restart.
 	srv, err := consumer.StartServer(ctx, consumer.ServerOptions{StoreDir: filepath.Join(dataDir, "jetstream"), Port: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Shutdown()
 	js2 := natstest.JetStream(t, srv.ClientURL())
-	cons, err := js2.Consumer(ctx, "TOOLSENTRY_TELEMETRY", "toolsentry-workers")
+	leases, err := js2.KeyValue(ctx, "toolsentry-leases")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ci, err := cons.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ci.AckFloor.Stream < 1 {
-		t.Errorf("consumer: ack floor %d; want the in-flight event (sequence 1) acknowledged", ci.AckFloor.Stream)
+	if st, ok, err := engine.ReadLease(ctx, leases, "tools.0"); err != nil || !ok || st.Checkpoint < 2 || st.Owner != "" {
+		t.Errorf("lane tools.0 after the shutdown: %+v, %v, %v; want the in-flight event (sequence 1) committed and the lease released", st, ok, err)
 	}
 	kv, err := js2.KeyValue(ctx, "toolsentry-baselines")
 	if err != nil {
@@ -202,8 +199,7 @@ func TestServeMetrics(t *testing.T) {
 				}
 			}
 		}
-		pending := fams["toolsentry_consumer_pending"].GetMetric()[0].GetGauge().GetValue() +
-			fams["toolsentry_consumer_ack_pending"].GetMetric()[0].GetGauge().GetValue()
+		pending := fams["toolsentry_consumer_pending"].GetMetric()[0].GetGauge().GetValue()
 		return total == 4 && pending == 0
 	})
 	fams := scrape(t, r.httpAddr)
@@ -219,7 +215,6 @@ func TestServeMetrics(t *testing.T) {
 		"toolsentry_processing_seconds":    {dto.MetricType_HISTOGRAM, []string{"kind"}},
 		"toolsentry_redeliveries_total":    {dto.MetricType_COUNTER, []string{"kind"}},
 		"toolsentry_consumer_pending":      {dto.MetricType_GAUGE, nil},
-		"toolsentry_consumer_ack_pending":  {dto.MetricType_GAUGE, nil},
 		"toolsentry_lag_events":            {dto.MetricType_GAUGE, []string{"partition"}},
 	}
 	for name, w := range want {
@@ -283,7 +278,6 @@ func TestServeMetrics(t *testing.T) {
 		{"toolsentry_processing_seconds", map[string]string{"kind": "invocation"}, 2},
 		{"toolsentry_redeliveries_total", map[string]string{"kind": "schema"}, 0},
 		{"toolsentry_consumer_pending", map[string]string{}, 0},
-		{"toolsentry_consumer_ack_pending", map[string]string{}, 0},
 		{"toolsentry_lag_events", map[string]string{"partition": "0"}, 0},
 	}
 	for _, c := range checks {

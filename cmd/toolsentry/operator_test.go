@@ -107,20 +107,7 @@ func (sc *operatorScene) waitBaseline(what string, ok func(core.BaselineRecord) 
 func (sc *operatorScene) settled() {
 	sc.t.Helper()
 	natstest.Eventually(sc.t, cmdTimeout, "every input handled", func() bool {
-		s, err := sc.js.Stream(sc.ctx, "TOOLSENTRY_TELEMETRY")
-		if err != nil {
-			return false
-		}
-		si, err := s.Info(sc.ctx)
-		if err != nil {
-			return false
-		}
-		c, err := s.Consumer(sc.ctx, "toolsentry-workers")
-		if err != nil {
-			return false
-		}
-		ci, err := c.Info(sc.ctx)
-		return err == nil && ci.AckFloor.Stream >= si.State.LastSeq && ci.NumAckPending == 0
+		return lanesSettled(sc.ctx, sc.js, "")
 	})
 }
 

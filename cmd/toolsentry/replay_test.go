@@ -29,7 +29,7 @@ func replayRecord(t *testing.T) (url string, js jetstream.JetStream) {
 	nc := natstest.Connect(t, url)
 	js = natstest.JetStream(t, url)
 	ctx := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel).WithContext(testCtx(t, 60*time.Second))
-	svc, err := consumer.StartService(ctx, nc, consumer.ServiceOptions{Config: consumer.Config{AckWait: 5 * time.Second}})
+	svc, err := consumer.StartService(ctx, nc, consumer.ServiceOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,12 +61,8 @@ func replayRecord(t *testing.T) (url string, js jetstream.JetStream) {
 	}
 	settled := func() {
 		natstest.Eventually(t, 20*time.Second, "every input handled", func() bool {
-			si, err := svc.Resources.Telemetry.Info(ctx)
-			if err != nil {
-				return false
-			}
-			ci, err := svc.Resources.Consumer.Info(ctx)
-			return err == nil && ci.AckFloor.Stream >= si.State.LastSeq && ci.NumAckPending == 0
+			n, err := consumer.Unapplied(ctx, svc.Resources)
+			return err == nil && n == 0
 		})
 	}
 	var msgs []events.Message

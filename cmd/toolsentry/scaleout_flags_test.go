@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolsentry/toolsentry/consumer"
 	"github.com/toolsentry/toolsentry/consumer/natstest"
 	"github.com/toolsentry/toolsentry/events"
 )
@@ -28,7 +28,7 @@ func TestServePartitioned(t *testing.T) {
 	logs := &lockedBuffer{}
 	go func() {
 		done <- run(ctx, []string{"serve", "--nats-url", url, "--http", "127.0.0.1:0", "--log-format", "json",
-			"--partitions", "3", "--member", "worker-a", "--member-ttl", "2s", "--pinned-ttl", "3s"},
+			"--partitions", "3", "--member", "worker-a", "--member-ttl", "2s", "--lease-ttl", "3s"},
 			stdio{in: strings.NewReader(""), out: io.Discard, err: logs})
 	}()
 	select {
@@ -42,14 +42,17 @@ func TestServePartitioned(t *testing.T) {
 	js := natstest.JetStream(t, url)
 	pctx, pcancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer pcancel()
-	for _, name := range []string{"toolsentry-workers-0of3", "toolsentry-workers-1of3", "toolsentry-workers-2of3"} {
-		c, err := js.Consumer(pctx, "TOOLSENTRY_TELEMETRY", name)
-		if err != nil {
-			t.Fatalf("consumer %s: %v", name, err)
-		}
-		if cfg := c.CachedInfo().Config; cfg.PriorityPolicy != jetstream.PriorityPolicyPinned || cfg.PinnedTTL != 3*time.Second {
-			t.Errorf("consumer %s: %v, pinned ttl %s", name, cfg.PriorityPolicy, cfg.PinnedTTL)
-		}
+	// Three tool partitions in the stream's subject transform, and no
+	// consumer on the server: lanes read from their leases' checkpoints.
+	ts, err := js.Stream(pctx, "TOOLSENTRY_TELEMETRY")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr := ts.CachedInfo().Config.SubjectTransform; tr == nil || !strings.Contains(tr.Destination, "partition(3,") {
+		t.Errorf("telemetry transform %+v: want 3 partitions", tr)
+	}
+	for info := range ts.ListConsumers(pctx).Info() {
+		t.Errorf("consumer %s on the telemetry stream", info.Name)
 	}
 	kv, err := js.KeyValue(pctx, "toolsentry-members")
 	if err != nil {
@@ -93,16 +96,10 @@ func TestServePartitioned(t *testing.T) {
 	natstest.Eventually(t, 20*time.Second, "a verdict and two dead letters", func() bool {
 		return count("TOOLSENTRY_VERDICTS") == 1 && count("TOOLSENTRY_DLQ") == 2
 	})
-	for i := range 3 {
-		natstest.Eventually(t, 10*time.Second, "every partition consumer settled", func() bool {
-			c, err := js.Consumer(pctx, "TOOLSENTRY_TELEMETRY", fmt.Sprintf("toolsentry-workers-%dof3", i))
-			if err != nil {
-				return false
-			}
-			info, err := c.Info(pctx)
-			return err == nil && info.NumPending == 0 && info.NumAckPending == 0
-		})
-	}
+	natstest.Eventually(t, 10*time.Second, "every lane settled", func() bool {
+		st, err := consumer.ReadStatus(pctx, js, consumer.Config{})
+		return err == nil && st.TotalLag() == 0 && len(st.Lanes) == 5
+	})
 	if n := count("TOOLSENTRY_DLQ"); n != 2 {
 		t.Errorf("%d dead letters, want 2", n)
 	}
@@ -120,6 +117,7 @@ func TestServeScaleFlagErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"serve", "--partitions", "0"},
 		{"serve", "--partitions", "65"},
+		{"serve", "--lease-ttl", "1s"},
 		{"serve", "--pinned-ttl", "1s"},
 		{"serve", "--member-ttl", "100ms"},
 		{"serve", "--partitions", "many"},

@@ -21,6 +21,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/toolsentry/toolsentry/consumer"
+	"github.com/toolsentry/toolsentry/consumer/engine"
 )
 
 func init() {
@@ -85,12 +86,13 @@ a TOOLSENTRY_NATS_URL exported for the other commands points serve there too):
                           (TOOLSENTRY_SERVER_CONFIG, default "")
 
 Processing:
-  --workers N             events handled at once, across keys; 0 = 32 x CPUs, at least 64
+  --workers N             handler calls at once per lane, across keys; 0 = 64
                           (TOOLSENTRY_WORKERS, default 0)
   --replicas N            replicas of streams and buckets: 3 on a cluster (TOOLSENTRY_REPLICAS, default 1)
-  --ack-wait D            redelivery deadline of an unacknowledged event (TOOLSENTRY_ACK_WAIT, default 30s)
-  --max-deliver N         deliveries before a failing event is dead-lettered
+  --max-deliver N         attempts at an event failing transiently before it is dead-lettered
                           (TOOLSENTRY_MAX_DELIVER, default 5)
+  --ack-wait D            no longer used: lanes read from checkpoints, without acknowledgements;
+                          accepted and ignored, with a warning (TOOLSENTRY_ACK_WAIT, default 0s)
   --telemetry-max-age D   how long telemetry is kept for replay; 0 keeps it forever
                           (TOOLSENTRY_TELEMETRY_MAX_AGE, default 720h0m0s)
 ` + scaleUsage + `  --shutdown-timeout D    how long a shutdown waits for in-flight events
@@ -100,7 +102,7 @@ Processing:
 
 Operations:
   --http HOST:PORT        serves /livez, /readyz (503 with what it waits for while starting,
-                          200 with the lag per partition once ready; see toolsentry status),
+                          200 with the lag per lane once ready; see toolsentry status),
                           /metrics (Prometheus), POST /v1/traces
                           (OTLP/HTTP traces, protobuf or JSON: GenAI spans become telemetry)
                           and POST /v1/guard (an agent's payload, rewritten by the migration
@@ -198,7 +200,7 @@ func newServeFlagSet(f *serveFlags, errOut io.Writer) *flag.FlagSet {
 	bindEnv(fs, "workers", "TOOLSENTRY_WORKERS")
 	fs.IntVar(&f.replicas, "replicas", 1, "")
 	bindEnv(fs, "replicas", "TOOLSENTRY_REPLICAS")
-	fs.DurationVar(&f.ackWait, "ack-wait", 30*time.Second, "")
+	fs.DurationVar(&f.ackWait, "ack-wait", 0, "")
 	bindEnv(fs, "ack-wait", "TOOLSENTRY_ACK_WAIT")
 	fs.IntVar(&f.maxDeliver, "max-deliver", 5, "")
 	bindEnv(fs, "max-deliver", "TOOLSENTRY_MAX_DELIVER")
@@ -354,15 +356,19 @@ func serve(ctx context.Context, f serveFlags, io stdio) error {
 			return err
 		}
 	}
+	if f.ackWait != 0 {
+		log.Warn().Dur("ack_wait", f.ackWait).Msg("--ack-wait (TOOLSENTRY_ACK_WAIT) no longer applies and is ignored: lanes read from checkpoints, without acknowledgements; remove it")
+	}
 	so := consumer.ServiceOptions{
 		Config: consumer.Config{
 			Prefix:          f.conn.prefix,
 			Replicas:        f.replicas,
-			AckWait:         f.ackWait,
 			MaxDeliver:      f.maxDeliver,
 			TelemetryMaxAge: maxAge(f.telemetryMaxAge),
 		},
-		Engine:    consumer.Options{Workers: f.workers, ShutdownTimeout: f.shutdownTimeout, Observer: m, Kind: metricKind},
+		Engine:    engine.Options{Workers: f.workers, ShutdownTimeout: f.shutdownTimeout},
+		Observer:  m,
+		Kind:      metricKind,
 		Processor: consumer.ProcessorOptions{Verdicts: m, Signer: signer},
 	}
 	f.scale.apply(&so)
@@ -401,7 +407,7 @@ func serve(ctx context.Context, f serveFlags, io stdio) error {
 // metricKind is the kind label of an input: one of the telemetry kinds, or
 // "other" for a subject no producer should use, so that junk subjects
 // cannot grow the metrics' label set.
-func metricKind(m *consumer.Message) string {
+func metricKind(m *engine.Message) string {
 	switch k := consumer.KindToken(m); k {
 	case "schema", "invocation", "contract", "workflow", "quality", "observed":
 		return k

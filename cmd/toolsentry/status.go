@@ -26,27 +26,28 @@ func init() {
 
 const statusUsage = `Usage: toolsentry status [--json] [flags]
 
-Shows how far the workers are behind the telemetry stream, read from NATS
-without changing anything:
+Shows how far the workers are behind, read from NATS without changing
+anything:
 
-  the stream         stored events and the last sequence
-  the workers        the live members of a partitioned deployment (none for
-                     a single worker); the partition count
-  per partition      its durable consumer, the worker that owns it, its
-                     checkpoint (the stream sequence up to which every event
-                     is finished: where it resumes after a restart), the last
-                     sequence delivered, and its lag: events stored and not
-                     yet finished (not delivered, plus delivered and not yet
-                     acknowledged)
+  the stream         stored telemetry events and the last sequence
+  the workers        the live workers, and the stream's partition count
+  per lane           the tool partitions 0..N-1, the composition lane and
+                     the directives lane: the worker that holds its lease
+                     (none: free; a live worker takes it within --lease-ttl),
+                     the lease's epoch (how many holders it had), the
+                     checkpoint (the lowest sequence not yet applied: where
+                     the lane resumes after a restart or a takeover), and its
+                     lag: the lane's events at or after the checkpoint
 
-The lag is toolsentry_lag_events{partition} of serve's /metrics. Consumers of
-another partition count, left by a change of --partitions, are listed as
-stale: no worker reads them.
+The lag is toolsentry_lag_events{partition} of serve's /metrics (there, the
+holder's own count, renewed every second). Durable consumers left by workers
+from before lanes (per-message acks) are listed as stale: nothing reads them;
+remove them with nats consumer rm.
 
 Flags (they may come before or after the others):
   --json        one JSON object: stream, messages, last_seq, partitions,
-                members, lag, partition_status (partition, consumer, owner,
-                checkpoint, delivered, pending, ack_pending, lag), stale
+                members, lag, lanes (lane, owner, epoch, checkpoint, lag),
+                stale
 
 ` + connFlagsHelp + `
 Exit status: 0; 1 when NATS cannot be reached or the stream does not exist.
@@ -56,26 +57,22 @@ Examples:
   toolsentry status --nats-url nats://n1:4222,nats://n2:4222 --json | jq .lag
 `
 
-// statusReport is status --json's object.
 type statusReport struct {
-	Stream     string            `json:"stream"`
-	Messages   uint64            `json:"messages"`
-	LastSeq    uint64            `json:"last_seq"`
-	Partitions int               `json:"partitions"`
-	Members    []string          `json:"members"`
-	Lag        uint64            `json:"lag"`
-	Partition  []partitionStatus `json:"partition_status"`
-	Stale      []string          `json:"stale"`
+	Stream     string       `json:"stream"`
+	Messages   uint64       `json:"messages"`
+	LastSeq    uint64       `json:"last_seq"`
+	Partitions int          `json:"partitions"`
+	Members    []string     `json:"members"`
+	Lag        uint64       `json:"lag"`
+	Lanes      []laneStatus `json:"lanes"`
+	Stale      []string     `json:"stale"`
 }
 
-type partitionStatus struct {
-	Partition  int    `json:"partition"`
-	Consumer   string `json:"consumer"`
+type laneStatus struct {
+	Lane       string `json:"lane"`
 	Owner      string `json:"owner"`
+	Epoch      uint64 `json:"epoch"`
 	Checkpoint uint64 `json:"checkpoint"`
-	Delivered  uint64 `json:"delivered"`
-	Pending    uint64 `json:"pending"`
-	AckPending uint64 `json:"ack_pending"`
 	Lag        uint64 `json:"lag"`
 }
 
@@ -83,7 +80,7 @@ func newStatusReport(st *consumer.Status) statusReport {
 	r := statusReport{
 		Stream: st.Stream, Messages: st.Messages, LastSeq: st.LastSeq, Partitions: st.Partitions,
 		Members: st.Members, Lag: st.TotalLag(), Stale: st.Stale,
-		Partition: make([]partitionStatus, 0, len(st.Lag)),
+		Lanes: make([]laneStatus, 0, len(st.Lanes)),
 	}
 	if r.Members == nil {
 		r.Members = []string{}
@@ -91,11 +88,8 @@ func newStatusReport(st *consumer.Status) statusReport {
 	if r.Stale == nil {
 		r.Stale = []string{}
 	}
-	for _, p := range st.Lag {
-		r.Partition = append(r.Partition, partitionStatus{
-			Partition: p.Partition, Consumer: p.Consumer, Owner: p.Owner, Checkpoint: p.AckFloor,
-			Delivered: p.Delivered, Pending: p.Pending, AckPending: p.AckPending, Lag: p.Lag(),
-		})
+	for _, l := range st.Lanes {
+		r.Lanes = append(r.Lanes, laneStatus{Lane: l.Lane, Owner: l.Owner, Epoch: l.Epoch, Checkpoint: l.Checkpoint, Lag: l.Lag})
 	}
 	return r
 }
@@ -142,30 +136,26 @@ func runStatus(ctx context.Context, args []string, sio stdio) error {
 func printStatus(w io.Writer, r statusReport) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "stream %s: %d events, last sequence %d\n", r.Stream, r.Messages, r.LastSeq)
-	switch {
-	case r.Partitions <= 1:
-		fmt.Fprintf(&b, "partitions: 1 (a single worker)\n")
-	case len(r.Members) == 0:
-		fmt.Fprintf(&b, "partitions: %d, workers: none alive\n", r.Partitions)
-	default:
-		fmt.Fprintf(&b, "partitions: %d, workers: %s\n", r.Partitions, strings.Join(r.Members, ", "))
+	workers := "none alive"
+	if len(r.Members) > 0 {
+		workers = strings.Join(r.Members, ", ")
 	}
-	b.WriteString("\n")
+	fmt.Fprintf(&b, "partitions: %d, workers: %s\n\n", r.Partitions, workers)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "PARTITION\tOWNER\tCONSUMER\tCHECKPOINT\tDELIVERED\tPENDING\tACK PENDING\tLAG")
-	for _, p := range r.Partition {
-		owner := p.Owner
+	fmt.Fprintln(tw, "LANE\tOWNER\tEPOCH\tCHECKPOINT\tLAG")
+	for _, l := range r.Lanes {
+		owner := l.Owner
 		if owner == "" {
 			owner = "-"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\n", p.Partition, owner, p.Consumer, p.Checkpoint, p.Delivered, p.Pending, p.AckPending, p.Lag)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\n", l.Lane, owner, l.Epoch, l.Checkpoint, l.Lag)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintf(&b, "\nlag: %d events\n", r.Lag)
 	if len(r.Stale) > 0 {
-		fmt.Fprintf(&b, "stale consumers (another partition count; no worker reads them): %s\n", strings.Join(r.Stale, ", "))
+		fmt.Fprintf(&b, "stale consumers (left by workers before lanes; nothing reads them): %s\n", strings.Join(r.Stale, ", "))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

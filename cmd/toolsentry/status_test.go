@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,7 +19,7 @@ import (
 	"github.com/toolsentry/toolsentry/consumer/natstest"
 )
 
-// toolsentry status shows a running worker's partition, checkpoint and
+// toolsentry status shows a running worker's lanes: owner, checkpoint and
 // lag, as text and as JSON.
 func TestStatus(t *testing.T) {
 	unsetServeEnv(t)
@@ -36,7 +37,7 @@ func TestStatus(t *testing.T) {
 		}
 	}
 	var r statusReport
-	natstest.Eventually(t, 20*time.Second, "status --json shows both events finished", func() bool {
+	natstest.Eventually(t, 20*time.Second, "status --json shows both events applied", func() bool {
 		out, stderr, code := runCmd(t, "", "status", "--nats-url", s.natsURL, "--json")
 		if code != 0 {
 			t.Fatalf("status --json: exit %d: %s", code, stderr)
@@ -45,12 +46,16 @@ func TestStatus(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &r); err != nil {
 			t.Fatalf("status --json: %v\n%s", err, out)
 		}
-		return r.Lag == 0 && len(r.Partition) == 1 && r.Partition[0].Checkpoint == r.LastSeq && r.LastSeq >= 2
+		return r.Lag == 0 && len(r.Lanes) == 3 && r.Lanes[0].Checkpoint > 2 && r.LastSeq >= 2
 	})
+	if len(r.Members) != 1 {
+		t.Fatalf("members %v, want serve's", r.Members)
+	}
+	member := r.Members[0]
 	want := statusReport{Stream: "TOOLSENTRY_TELEMETRY", Messages: r.LastSeq, LastSeq: r.LastSeq, Partitions: 1,
-		Members: []string{}, Stale: []string{},
-		Partition: []partitionStatus{{Partition: 0, Consumer: "toolsentry-workers", Checkpoint: r.LastSeq, Delivered: r.LastSeq}}}
-	if diff := cmp.Diff(want, r); diff != "" {
+		Members: []string{member}, Stale: []string{},
+		Lanes: []laneStatus{{Lane: "tools.0", Owner: member, Epoch: 1}, {Lane: "composition", Owner: member, Epoch: 1}, {Lane: "directives", Owner: member, Epoch: 1}}}
+	if diff := cmp.Diff(want, r, cmpopts.IgnoreFields(laneStatus{}, "Checkpoint")); diff != "" {
 		t.Errorf("status --json (-want +got):\n%s", diff)
 	}
 
@@ -58,7 +63,7 @@ func TestStatus(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("status: exit %d: %s", code, stderr)
 	}
-	for _, w := range []string{"stream TOOLSENTRY_TELEMETRY:", "partitions: 1 (a single worker)", "PARTITION  OWNER  CONSUMER", "toolsentry-workers", "lag: 0 events"} {
+	for _, w := range []string{"stream TOOLSENTRY_TELEMETRY:", "partitions: 1, workers: " + member, "LANE         OWNER", "tools.0", "composition", "directives", "lag: 0 events"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("status lacks %q:\n%s", w, out)
 		}
@@ -74,9 +79,9 @@ func TestStatus(t *testing.T) {
 	}
 }
 
-// toolsentry_lag_events has one series per partition, the events stored
-// and not yet finished, from the same reads as the pending gauges and
-// /readyz's lag line.
+// toolsentry_lag_events has one series per lane, the events stored and not
+// yet applied, from the same reads as the pending gauge and /readyz's lag
+// line: a lane nobody holds counts from its checkpoint.
 func TestLagMetrics(t *testing.T) {
 	for _, partitions := range []int{1, 2} {
 		_, url := natstest.RunServer(t)
@@ -100,28 +105,20 @@ func TestLagMetrics(t *testing.T) {
 		}
 
 		src.res.Store(res)
-		wantLag := map[string]float64{}
-		wantLine := "lag: " + strconv.Itoa(3*partitions) + " events ("
+		fams = gather(t, reg)
+		got := gaugeValues(fams["toolsentry_lag_events"])
+		var tools float64
 		for p := range partitions {
-			wantLag[strconv.Itoa(p)] = 3 // every partition's consumer reads the whole stream today
-			if p > 0 {
-				wantLine += ", "
-			}
-			wantLine += fmt.Sprintf("partition %d: 3", p)
+			tools += got[strconv.Itoa(p)]
 		}
-		wantLine += ")"
-		// The server counts a consumer's pending messages as the stream
-		// stores them, a moment after the publish is acknowledged: poll
-		// with a deadline, then read every view of the lag at once.
-		natstest.Eventually(t, 10*time.Second, fmt.Sprintf("partitions %d: lag %v", partitions, wantLag), func() bool {
-			fams = gather(t, reg)
-			return cmp.Equal(gaugeValues(fams["toolsentry_lag_events"]), wantLag)
-		})
-		if got := gaugeValues(fams["toolsentry_consumer_pending"]); !cmp.Equal(got, map[string]float64{"": float64(3 * partitions)}) {
+		if len(got) != partitions+2 || tools != 3 || got["composition"] != 0 || got["directives"] != 0 {
+			t.Errorf("partitions %d: lag %v, want one series per lane and the 3 events in the tool's", partitions, got)
+		}
+		if got := gaugeValues(fams["toolsentry_consumer_pending"]); !cmp.Equal(got, map[string]float64{"": 3}) {
 			t.Errorf("partitions %d: pending %v, want the sum", partitions, got)
 		}
-		if got := src.describe(ctx); got != wantLine {
-			t.Errorf("partitions %d: /readyz lag %q, want %q", partitions, got, wantLine)
+		if line := src.describe(ctx); !strings.HasPrefix(line, "lag: 3 events (tools.0: ") || !strings.Contains(line, "composition: 0 by nobody, directives: 0 by nobody)") {
+			t.Errorf("partitions %d: /readyz lag %q", partitions, line)
 		}
 	}
 }

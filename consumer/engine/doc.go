@@ -60,7 +60,11 @@
 // Memory is bounded: when more than MaxHeld messages are read and not yet
 // applied (queued behind a slow or retrying key) the engine stops reading
 // until they drain. Stats shows held messages, keys waiting, the checkpoint,
-// the last committed one and the last stream sequence read: the lag.
+// the last committed one and the last stream sequence read; Pending asks
+// the server how many of the lane's messages are not read yet. A
+// Checkpointer that is a LagRecorder (the Lease) is given Pending plus held
+// about once per CommitInterval and stores it with its next commit, so that
+// readers of the lease see the lane's lag without asking the holder.
 //
 // # Effectively once
 //
@@ -98,33 +102,4 @@
 // Close stops reading, lets in-flight calls finish within ShutdownTimeout
 // (then cancels their context), and commits the checkpoint. On Lost the
 // engine cancels its calls and returns ErrLost without committing.
-//
-// # The switch (next step, not done yet)
-//
-// The worker in consumer/ still runs on the old per-message-ack engine.
-// The switch, in this order, each step green:
-//
-//  1. consumer/batch.go: the processor as a BatchHandler. Per call: load
-//     the key's state once, skip inputs with StreamSeq at or below the
-//     last applied one stored in that state, apply the rest in order in
-//     memory, publish their verdicts asynchronously (deterministic ids),
-//     await the PubAcks once, write the state once with the new last
-//     applied sequence; results map today's errors (decode → permanent
-//     with its events reason, store unavailable → transient).
-//  2. consumer/service.go: for each lane of layout.go (tool partitions
-//     tools.<i> and the composition lane) acquire its Lease and run one
-//     Engine with layout.go's filters; release at shutdown. Options.Skip,
-//     PriorityGroup, OnPinned and the partition consumers go.
-//  3. Move the runtime files that import nothing of ours into this
-//     package: provision.go and provision_retry.go (Config, Provision),
-//     embedded.go (StartServer), state.go and viewsync.go (View, CatchUp),
-//     the view and config errors of errors.go; lag.go is rewritten on
-//     Stats and the stream's last sequence per lane.
-//  4. Delete consumer/engine.go (ack lifecycle, recovery holds,
-//     delivery-gap detection), pinned.go, message.go's Handler, group.go's
-//     pinned membership and partition.go's durable partition consumers,
-//     with their tests (engine_test.go, engine_internal_test.go,
-//     recovery_test.go; scaleout_test.go rewritten on leases).
-//  5. serve --help, README's scale-out section and DESIGN.md's
-//     "Processing semantics" and "Running" describe lanes and leases.
 package engine

@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/toolsentry/toolsentry/consumer"
+	"github.com/toolsentry/toolsentry/consumer/engine"
 	"github.com/toolsentry/toolsentry/consumer/natstest"
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
@@ -49,8 +50,8 @@ func startLoop(t *testing.T) *loop {
 	ctx, cancel := context.WithTimeout(l.ctx, 20*time.Second)
 	defer cancel()
 	svc, err := consumer.StartService(ctx, natstest.Connect(t, l.url), consumer.ServiceOptions{
-		Config: consumer.Config{AckWait: 3 * time.Second},
-		Engine: consumer.Options{Workers: 4, BackoffInitial: 20 * time.Millisecond, BackoffMax: 80 * time.Millisecond, ShutdownTimeout: 3 * time.Second},
+		Config: consumer.Config{LeaseTTL: 3 * time.Second},
+		Engine: engine.Options{Workers: 4, BackoffInitial: 20 * time.Millisecond, BackoffMax: 80 * time.Millisecond, ShutdownTimeout: 3 * time.Second},
 	})
 	if err != nil {
 		t.Fatal(err)
