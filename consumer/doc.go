@@ -44,8 +44,13 @@
 // can never commit after its successor. What it applied and did not
 // commit is read again by the successor and changes nothing twice.
 //
-// Changing N changes where the stream stores new messages; see Provision
-// for what it does with the stored ones. Replicas: the streams and every
+// Changing N. Provision updates the stream's transform in place and
+// records the first sequence stored under the new layout (layout_since).
+// Each lane of the new layout first reads what lies below it, from the
+// lowest checkpoint of the old layout's lanes, in every stored form, and
+// applies its own keys, then goes on with its filters (catchup.go); the
+// 4-token messages of a stream from before the transform are read the
+// same way. Replicas: the streams and every
 // bucket (members and leases too) are created with Config.Replicas (3 on a
 // cluster). Ordered consumers are ephemeral, in memory, R1: the server
 // keeps no acknowledgement state for the lanes.
