@@ -132,6 +132,9 @@ func StartDirectives(ctx context.Context, res *Resources) (*Directives, error) {
 func (d *Directives) lane(res *Resources, eo engine.Options) laneSpec {
 	cfg := res.Config
 	eo.Workers, eo.Key = 1, engine.LastToken
+	if eo.MaxAttempts == 0 {
+		eo.MaxAttempts = cfg.MaxDeliver
+	}
 	eo.OnDeadLetter = nil // metrics count telemetry only
 	eo.DeadLetter = func(_ *engine.Message, reason string) string { return cfg.DeadLetterSubject(reason) }
 	return laneSpec{
