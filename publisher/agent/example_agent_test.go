@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolsentry/toolsentry/consumer"
 	"github.com/toolsentry/toolsentry/events"
+	"github.com/toolsentry/toolsentry/guards"
 	"github.com/toolsentry/toolsentry/publisher/agent"
 )
 
@@ -93,9 +94,14 @@ func ExampleAgent() {
 	fmt.Println(dec.Directive.Action, dec.Directive.Verdict.Name)
 
 	observe(`{"type":"object","properties":{"userId":{"type":"string"}},"required":["userId"]}`)
-	_, err = until(func(_ json.RawMessage, err error) bool { return err != nil })
+	// The tool's schema and its directive reach the client by two watches,
+	// in either order: until the HALT is here, the MIGRATE of the last
+	// drift may already refuse a payload that fits neither version.
 	var halt *agent.HaltError
-	if errors.As(err, &halt) {
+	_, err = until(func(_ json.RawMessage, err error) bool {
+		return errors.As(err, &halt) && halt.Directive.Action == guards.ActionHalt
+	})
+	if err != nil {
 		fmt.Println(halt.Directive.Action, halt.Directive.Directive)
 		fmt.Println(halt.Directive.Reason)
 	}
