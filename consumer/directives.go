@@ -106,15 +106,16 @@ func instructionOf(dir *events.Directive) string {
 	return string(b)
 }
 
-// StartDirectives loads the view of the directives bucket. The projector
-// runs as a lane of the service (lane): one worker at a time holds it.
+// StartDirectives loads the view of the directives bucket (ctx bounds the
+// loading; the view follows the bucket until Close). The projector runs as
+// a lane of the service (lane): one worker at a time holds it.
 func StartDirectives(ctx context.Context, res *Resources) (*Directives, error) {
 	names, err := events.NewNames(res.Config.Prefix)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	d := &Directives{names: names, byTool: map[string]map[string]struct{}{}, heads: map[string]directiveHead{}}
-	d.view, err = NewView(ctx, res.Directives, ViewOptions{OnChange: d.index})
+	d.view, err = NewView(context.WithoutCancel(ctx), res.Directives, ViewOptions{OnChange: d.index})
 	if err != nil {
 		return nil, err
 	}

@@ -333,7 +333,11 @@ func (l *Lanes) runLane(ctx context.Context, r *laneRun) {
 			continue
 		}
 		if err := l.prepare(ctx, lease, spec); err != nil {
-			if ctx.Err() == nil {
+			switch {
+			case ctx.Err() != nil:
+			case errors.Is(err, ErrViewClosed):
+				log.Error().Err(err).Msg("the state views no longer follow their buckets (closed, or their watch ended): the lane cannot be taken until the worker restarts")
+			default:
 				log.Warn().Err(err).Msg("preparing the lane failed; trying again")
 			}
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)

@@ -364,3 +364,25 @@ func TestEndToEndSeedChainOfFive(t *testing.T) {
 		t.Fatalf("%+v", verdicts[0])
 	}
 }
+
+// TestStartUpDeadlineDoesNotReachTheViews: startWorker starts the service
+// under a 20 s deadline that is cancelled when it returns. The state views
+// must go on following their buckets: a lane taken again later (a lease
+// lost under load) catches them up first, and views stopped with the
+// start-up context failed that forever with "view closed".
+func TestStartUpDeadlineDoesNotReachTheViews(t *testing.T) {
+	_, url := natstest.RunServer(t)
+	w := startWorker(t, url)
+	publish(t, w.js, observation(t, "crm.lookup", crmV1))
+	publish(t, w.js, invocation(t, "crm.lookup", "agent-a", `{"user_id":"u"}`))
+	publish(t, w.js, observation(t, "crm.lookup", crmRenamed))
+	waitVerdicts(t, w.js, 2)
+	waitSettled(t, w.js)
+	// The worker wrote baselines and usage after its start-up context
+	// ended; a caught-up view has seen those writes.
+	ctx, cancel := context.WithTimeout(w.ctx, 10*time.Second)
+	defer cancel()
+	if err := w.svc.Store.CatchUp(ctx, nil); err != nil {
+		t.Fatalf("Store.CatchUp after the start-up context ended: %v", err)
+	}
+}

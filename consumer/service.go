@@ -69,7 +69,8 @@ type Service struct {
 }
 
 // StartService provisions the resources on nc, loads the state views and
-// builds the lanes. Call Run to consume.
+// builds the lanes. ctx bounds the start-up only (a deadline on it does
+// not reach the running service). Call Run to consume.
 func StartService(ctx context.Context, nc *nats.Conn, opts ServiceOptions) (*Service, error) {
 	names, err := events.NewNames(opts.Config.withDefaults().Prefix)
 	if err != nil {

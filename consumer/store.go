@@ -51,7 +51,9 @@ type decodedRecord struct {
 }
 
 // OpenStore starts a View on every state bucket of res and waits until
-// each has loaded its initial values (or ctx ends).
+// each has loaded its initial values (or ctx ends). ctx bounds the loading
+// only: the views follow their buckets until Close, so that a caller may
+// open the store under a start-up deadline.
 func OpenStore(ctx context.Context, res *Resources, opts ViewOptions) (*Store, error) {
 	s := &Store{
 		views:        map[core.Bucket]*View{},
@@ -84,7 +86,7 @@ func OpenStore(ctx context.Context, res *Resources, opts ViewOptions) (*Store, e
 		case core.Workflows:
 			o.OnChange = s.indexWorkflow
 		}
-		v, err := NewView(ctx, kv, o)
+		v, err := NewView(context.WithoutCancel(ctx), kv, o)
 		if err != nil {
 			s.Close()
 			return nil, err
