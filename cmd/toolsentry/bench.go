@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"math/bits"
 	"os"
 	"os/exec"
@@ -1093,8 +1094,11 @@ func writeHeapProfile(path string) error {
 // every message it reads (ReadStatus counts none left), or, for a bare
 // engine on the whole stream, until its committed checkpoint passed the
 // stream's last message: the pipeline's count confirmed by the server.
+// It waits as long as the count goes down (the directives lane projects
+// the verdicts one at a time, and trails a large run) and gives up after
+// benchSettleStall without progress, naming the lanes that are behind.
 func benchSettled(ctx context.Context, res *consumer.Resources, bare *engine.Engine) error {
-	deadline := time.Now().Add(10 * time.Second)
+	best, stalled := uint64(math.MaxUint64), time.Now()
 	for {
 		var left uint64
 		if bare != nil {
@@ -1115,8 +1119,11 @@ func benchSettled(ctx context.Context, res *consumer.Resources, bare *engine.Eng
 		if left == 0 {
 			return nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("every event was handled, but %d are not committed after 10s", left)
+		if left < best {
+			best, stalled = left, time.Now()
+		}
+		if time.Since(stalled) > benchSettleStall {
+			return fmt.Errorf("every event was handled, but %d are not committed, and none was for %s%s", left, benchSettleStall, benchBehind(ctx, res, bare))
 		}
 		select {
 		case <-time.After(20 * time.Millisecond):
@@ -1124,6 +1131,31 @@ func benchSettled(ctx context.Context, res *consumer.Resources, bare *engine.Eng
 			return ctx.Err()
 		}
 	}
+}
+
+// benchSettleStall is how long benchSettled waits without progress.
+const benchSettleStall = 10 * time.Second
+
+// benchBehind names the lanes of res with messages not applied, for an
+// error message.
+func benchBehind(ctx context.Context, res *consumer.Resources, bare *engine.Engine) string {
+	if bare != nil {
+		return ""
+	}
+	lanes, err := consumer.ReadLag(ctx, res)
+	if err != nil {
+		return ""
+	}
+	var behind []string
+	for _, l := range lanes {
+		if l.Lag > 0 {
+			behind = append(behind, fmt.Sprintf("%s %d (checkpoint %d, held by %q)", l.Lane, l.Lag, l.Checkpoint, l.Owner))
+		}
+	}
+	if len(behind) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(behind, ", ")
 }
 
 // benchLatency matches the schema observations to the first thing each
