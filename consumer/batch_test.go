@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolsentry/toolsentry/consumer"
+	"github.com/toolsentry/toolsentry/consumer/benchmix"
 	"github.com/toolsentry/toolsentry/consumer/core"
 	"github.com/toolsentry/toolsentry/consumer/engine"
 	"github.com/toolsentry/toolsentry/consumer/natstest"
@@ -87,7 +88,7 @@ func (r *batchRig) publishAll(msgs ...events.Message) {
 }
 
 // publishMix stores a bench mix's events in order, asynchronously.
-func (r *batchRig) publishMix(mix *consumer.BenchMix) {
+func (r *batchRig) publishMix(mix *benchmix.Mix) {
 	r.t.Helper()
 	var acks []jetstream.PubAckFuture
 	for _, ev := range mix.All() {
@@ -315,7 +316,7 @@ var noCheckpoints = consumer.ProcessorOptions{Core: core.Options{QualityEvery: 1
 // (ids and bytes) and the state of Handle per message in stream order,
 // with fewer state writes.
 func TestHandleBatchGivesThePerMessageVerdictsAndState(t *testing.T) {
-	mix, err := consumer.NewBenchMix(consumer.BenchMixOptions{Events: 1200, Tools: 12, Agents: 6})
+	mix, err := benchmix.New(benchmix.Options{Events: 1200, Tools: 12, Agents: 6})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -718,7 +719,7 @@ func (c *memCheckpointer) Lost() <-chan struct{} { return c.lost }
 // and state of the per-message path, the bad message dead-lettered with
 // its reason, and the checkpoint past the end.
 func TestEngineRunsTheProcessor(t *testing.T) {
-	mix, err := consumer.NewBenchMix(consumer.BenchMixOptions{Events: 1500, Tools: 15, Agents: 8})
+	mix, err := benchmix.New(benchmix.Options{Events: 1500, Tools: 15, Agents: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -824,7 +825,7 @@ func toolLaneRecord(k string) bool {
 // messages a call), as the batch engine calls it.
 func BenchmarkProcessorBatch(b *testing.B) {
 	const events, workers, keyBatch = 20000, 8, 512
-	mix, err := consumer.NewBenchMix(consumer.BenchMixOptions{Events: events})
+	mix, err := benchmix.New(benchmix.Options{Events: events})
 	if err != nil {
 		b.Fatal(err)
 	}

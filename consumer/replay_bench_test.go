@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolsentry/toolsentry/consumer"
+	"github.com/toolsentry/toolsentry/consumer/benchmix"
 	"github.com/toolsentry/toolsentry/consumer/core"
 	"github.com/toolsentry/toolsentry/consumer/natstest"
 	"github.com/toolsentry/toolsentry/publisher"
@@ -53,7 +54,7 @@ func benchReplay(b *testing.B, n int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	mix, err := consumer.NewBenchMix(consumer.BenchMixOptions{Events: n})
+	mix, err := benchmix.New(benchmix.Options{Events: n})
 	if err != nil {
 		b.Fatal(err)
 	}

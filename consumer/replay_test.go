@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolsentry/toolsentry/consumer"
+	"github.com/toolsentry/toolsentry/consumer/benchmix"
 	"github.com/toolsentry/toolsentry/consumer/core"
 	"github.com/toolsentry/toolsentry/consumer/natstest"
 	"github.com/toolsentry/toolsentry/events"
@@ -99,7 +100,7 @@ func recordSeedScenarios(t *testing.T, js jetstream.JetStream) {
 // it can, while the live service consumes it with every lane in parallel.
 func recordMix(t *testing.T, js jetstream.JetStream, n int) {
 	t.Helper()
-	mix, err := consumer.NewBenchMix(consumer.BenchMixOptions{Events: n, IDPrefix: "mix"})
+	mix, err := benchmix.New(benchmix.Options{Events: n, IDPrefix: "mix"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolsentry/toolsentry/consumer"
+	"github.com/toolsentry/toolsentry/consumer/benchmix"
 	"github.com/toolsentry/toolsentry/consumer/core"
 	"github.com/toolsentry/toolsentry/consumer/engine"
 	"github.com/toolsentry/toolsentry/publisher"
@@ -337,7 +338,7 @@ func runBench(ctx context.Context, args []string, sio stdio) error {
 
 // bench runs the phases and reports.
 func bench(ctx context.Context, f benchFlags, progress *benchProgress) (benchReport, error) {
-	mix, err := consumer.NewBenchMix(consumer.BenchMixOptions{Events: f.events})
+	mix, err := benchmix.New(benchmix.Options{Events: f.events})
 	if err != nil {
 		return benchReport{}, err
 	}
@@ -757,7 +758,7 @@ func (p *benchPublisher) err() error {
 // publish sends every event of the mix (on subject(ev) when subject is
 // set), at rate events/s or at full speed when rate is 0, calling sent
 // just before each publish, and waits for every PubAck.
-func (p *benchPublisher) publish(ctx context.Context, mix *consumer.BenchMix, rate float64, subject func(consumer.BenchEvent) string, sent func(int, consumer.BenchEvent)) error {
+func (p *benchPublisher) publish(ctx context.Context, mix *benchmix.Mix, rate float64, subject func(benchmix.Event) string, sent func(int, benchmix.Event)) error {
 	start := time.Now()
 	var interval time.Duration
 	if rate > 0 {
@@ -798,7 +799,7 @@ func (p *benchPublisher) publish(ctx context.Context, mix *consumer.BenchMix, ra
 
 // rawPublish measures asynchronous publishes of the mix into a file stream
 // with nothing consuming.
-func (env benchEnv) rawPublish(ctx context.Context, mix *consumer.BenchMix) (float64, error) {
+func (env benchEnv) rawPublish(ctx context.Context, mix *benchmix.Mix) (float64, error) {
 	srv, stop, err := env.server(ctx, "raw_publish")
 	if err != nil {
 		return 0, err
@@ -819,13 +820,13 @@ func (env benchEnv) rawPublish(ctx context.Context, mix *consumer.BenchMix) (flo
 	}
 	// The same subject length as the telemetry subjects: only the prefix
 	// differs.
-	subject := func(ev consumer.BenchEvent) string { return "bench.raw" + strings.TrimPrefix(ev.Subject, "toolsentry") }
+	subject := func(ev benchmix.Event) string { return "bench.raw" + strings.TrimPrefix(ev.Subject, "toolsentry") }
 	var published atomic.Int64
 	stopProgress := env.progress.track("raw publish", mix.Len(), func() int64 {
 		return published.Load() - int64(p.js.PublishAsyncPending())
 	})
 	start := time.Now()
-	err = p.publish(ctx, mix, 0, subject, func(i int, _ consumer.BenchEvent) { published.Store(int64(i) + 1) })
+	err = p.publish(ctx, mix, 0, subject, func(i int, _ benchmix.Event) { published.Store(int64(i) + 1) })
 	elapsed := time.Since(start)
 	stopProgress()
 	if err != nil {
@@ -903,7 +904,7 @@ type benchRun struct {
 // and for "consume" with a handler that returns at once), at rate
 // events/s (0: full speed). profile, if set, receives a CPU profile of the
 // phase.
-func (env benchEnv) run(ctx context.Context, phase string, mix *consumer.BenchMix, rate float64, profile io.Writer) (benchRun, error) {
+func (env benchEnv) run(ctx context.Context, phase string, mix *benchmix.Mix, rate float64, profile io.Writer) (benchRun, error) {
 	srv, stop, err := env.server(ctx, phase)
 	if err != nil {
 		return benchRun{}, err
@@ -1016,7 +1017,7 @@ func (env benchEnv) run(ctx context.Context, phase string, mix *consumer.BenchMi
 	start := time.Now()
 	pubErr := make(chan error, 1)
 	go func() {
-		var sent func(int, consumer.BenchEvent)
+		var sent func(int, benchmix.Event)
 		if lat != nil {
 			sent = lat.recordSent
 		}
@@ -1162,7 +1163,7 @@ func benchBehind(ctx context.Context, res *consumer.Resources, bare *engine.Engi
 // stored: its first verdict, or the baseline record that counted it (an
 // observation that repeats the tool's version publishes no verdict).
 type benchLatency struct {
-	mix        *consumer.BenchMix
+	mix        *benchmix.Mix
 	hist       *benchHist
 	steady     *benchHist // the samples of events from steadyFrom on
 	steadyFrom int
@@ -1175,8 +1176,8 @@ type benchLatency struct {
 }
 
 // recordSent records the publish time of a schema observation.
-func (l *benchLatency) recordSent(i int, ev consumer.BenchEvent) {
-	if ev.Kind != consumer.BenchSchema {
+func (l *benchLatency) recordSent(i int, ev benchmix.Event) {
+	if ev.Kind != benchmix.KindSchema {
 		return
 	}
 	now := time.Now().UnixNano()

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolsentry/toolsentry/consumer"
+	"github.com/toolsentry/toolsentry/consumer/benchmix"
 )
 
 // The backlog phases measure what a worker meets after an outage and what
@@ -46,7 +47,7 @@ type benchBacklog struct {
 // backlog runs the drain and replay phases and their ceilings on one fresh
 // server, each phase's peak RSS recorded in mem. profile, if set, receives
 // a CPU profile of the pipeline's drain.
-func (env benchEnv) backlog(ctx context.Context, mix *consumer.BenchMix, mem *benchMemory, profile io.Writer) (res benchBacklog, err error) {
+func (env benchEnv) backlog(ctx context.Context, mix *benchmix.Mix, mem *benchMemory, profile io.Writer) (res benchBacklog, err error) {
 	srv, stop, err := env.server(ctx, "backlog")
 	if err != nil {
 		return res, err
@@ -73,7 +74,7 @@ func (env benchEnv) backlog(ctx context.Context, mix *consumer.BenchMix, mem *be
 	defer p.nc.Close()
 	var published atomic.Int64
 	stopProgress := env.progress.track("backlog publish", mix.Len(), published.Load)
-	err = p.publish(ctx, mix, 0, nil, func(i int, _ consumer.BenchEvent) { published.Store(int64(i) + 1) })
+	err = p.publish(ctx, mix, 0, nil, func(i int, _ benchmix.Event) { published.Store(int64(i) + 1) })
 	stopProgress()
 	if err != nil {
 		return res, fmt.Errorf("publishing the backlog: %w", err)
@@ -209,7 +210,7 @@ func (env benchEnv) drainCeiling(ctx context.Context, tele jetstream.Stream, nc 
 // nothing left to deliver or awaiting an ack: the quality checkpoints the
 // pipeline derives and stores in the stream included. The rate is that of
 // the backlog's events.
-func (env benchEnv) drain(ctx context.Context, nc *nats.Conn, mix *consumer.BenchMix, profile io.Writer) (*benchCounts, float64, error) {
+func (env benchEnv) drain(ctx context.Context, nc *nats.Conn, mix *benchmix.Mix, profile io.Writer) (*benchCounts, float64, error) {
 	counts := newBenchCounts(mix.Len())
 	stopProgress := env.progress.track("drain", mix.Len(), counts.settled.Load)
 	defer stopProgress()

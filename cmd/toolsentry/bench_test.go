@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/toolsentry/toolsentry/consumer"
+	"github.com/toolsentry/toolsentry/consumer/benchmix"
 	"github.com/toolsentry/toolsentry/consumer/core"
 	"github.com/toolsentry/toolsentry/events"
 )
@@ -63,7 +64,7 @@ func TestBenchSmallRun(t *testing.T) {
 	if rep.P99MS < rep.P50MS {
 		t.Errorf("p99 %v ms below p50 %v ms", rep.P99MS, rep.P50MS)
 	}
-	mix, err := consumer.NewBenchMix(consumer.BenchMixOptions{Events: events})
+	mix, err := benchmix.New(benchmix.Options{Events: events})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +77,7 @@ func TestBenchSmallRun(t *testing.T) {
 	}
 	steady := 0
 	for i, ev := range mix.All() {
-		if ev.Kind == consumer.BenchSchema && i >= mix.FirstPassEnd() {
+		if ev.Kind == benchmix.KindSchema && i >= mix.FirstPassEnd() {
 			steady++
 		}
 	}
@@ -199,7 +200,7 @@ func TestBenchPartitioned(t *testing.T) {
 // only on the events of their own tool, which the pipeline applies in
 // stream order, so the live count must be the same. (Composition verdicts
 // also depend on how invocations and contracts interleave across keys.)
-func benchReplaySchemaVerdicts(t *testing.T, mix *consumer.BenchMix) int64 {
+func benchReplaySchemaVerdicts(t *testing.T, mix *benchmix.Mix) int64 {
 	t.Helper()
 	names, err := events.NewNames(consumer.DefaultPrefix)
 	if err != nil {
@@ -392,7 +393,7 @@ func TestBenchThousands(t *testing.T) {
 func BenchmarkPipeline(b *testing.B) {
 	for _, handler := range []string{"consume", "passthrough", "pipeline"} {
 		b.Run("handler="+handler, func(b *testing.B) {
-			mix, err := consumer.NewBenchMix(consumer.BenchMixOptions{Events: b.N})
+			mix, err := benchmix.New(benchmix.Options{Events: b.N})
 			if err != nil {
 				b.Fatal(err)
 			}

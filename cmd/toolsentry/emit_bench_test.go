@@ -11,7 +11,7 @@ import (
 )
 
 // emitBenchLines writes n JSON Lines in the proportions of the bench mix
-// (consumer.BenchMix): 8% schema observations of one tool, 1% contracts,
+// (benchmix.Mix): 8% schema observations of one tool, 1% contracts,
 // 0.5% workflow declarations, the rest invocations with their arguments,
 // as an agent writes them before emit summarises them.
 func emitBenchLines(n int) []byte {

@@ -1,8 +1,14 @@
-package consumer
+// Package benchmix generates the benchmark's event mix: a fleet of tools
+// and agents whose schema observations, invocations, contracts and
+// workflows exercise every verdict, deterministic for a seed, so that
+// `toolsentry bench` and the runtime's Go benchmarks measure the same
+// work. It is not part of the runtime's API.
+package benchmix
 
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"iter"
 	"slices"
@@ -16,8 +22,12 @@ import (
 	"github.com/toolsentry/toolsentry/guards"
 )
 
-// BenchMixOptions shape a BenchMix. Zero fields take defaults.
-type BenchMixOptions struct {
+// ErrInvalidOptions is matched (errors.Is) by the error of New for options
+// it cannot build a mix from.
+var ErrInvalidOptions = errors.New("invalid bench mix options")
+
+// Options shape a Mix. Zero fields take defaults.
+type Options struct {
 	// Events is the number of events in the mix. Required.
 	Events int
 	// Tools is the number of tools observed (default Events/100, between
@@ -49,28 +59,28 @@ const benchDriftEvery = 8
 
 // Kind tokens of the mix's events, as in the telemetry subjects.
 const (
-	BenchSchema     = "schema"
-	BenchInvocation = "invocation"
-	BenchContract   = "contract"
-	BenchWorkflow   = "workflow"
+	KindSchema     = "schema"
+	KindInvocation = "invocation"
+	KindContract   = "contract"
+	KindWorkflow   = "workflow"
 )
 
-// BenchEvent is one telemetry event of a BenchMix, ready to publish with
+// Event is one telemetry event of a Mix, ready to publish with
 // Header (which holds Nats-Msg-Id = ID). Data is the event's own copy.
-type BenchEvent struct {
-	Kind    string // BenchSchema, BenchInvocation, BenchContract or BenchWorkflow
+type Event struct {
+	Kind    string // KindSchema, KindInvocation, KindContract or KindWorkflow
 	Subject string
 	ID      string
 	Header  nats.Header
 	Data    []byte
 }
 
-// BenchMixCounts are the events of a mix by kind.
-type BenchMixCounts struct {
+// Counts are the events of a mix by kind.
+type Counts struct {
 	Schema, Invocation, Contract, Workflow int
 }
 
-// BenchMix is the synthetic telemetry of `toolsentry bench` and the
+// Mix is the synthetic telemetry of `toolsentry bench` and the
 // pipeline benchmarks: what a fleet of agents sends, deterministic and
 // generated as it is read, so that a run of a million events holds no more
 // memory than one of a thousand.
@@ -90,9 +100,9 @@ type BenchMixCounts struct {
 //
 // The events are encoded once per distinct payload (a few thousand, by
 // tool, agent and variant) when the mix is built; reading an event copies
-// its payload and writes its id in. A BenchMix is safe for concurrent use.
-type BenchMix struct {
-	opts      BenchMixOptions
+// its payload and writes its id in. A Mix is safe for concurrent use.
+type Mix struct {
+	opts      Options
 	slots     int          // tools per agent
 	pool      []int        // the tools that contracts and workflows name
 	schema    [][]benchTpl // by tool: base, drifted (drifting tools only)
@@ -117,10 +127,10 @@ const benchVariants = 4
 
 const benchIndexDigits = 12
 
-// NewBenchMix builds the mix's templates.
-func NewBenchMix(opts BenchMixOptions) (*BenchMix, error) {
+// New builds the mix's templates.
+func New(opts Options) (*Mix, error) {
 	if opts.Events < 1 {
-		return nil, fmt.Errorf("%w: bench mix of %d events: want at least 1", ErrInvalidConfig, opts.Events)
+		return nil, fmt.Errorf("%w: bench mix of %d events: want at least 1", ErrInvalidOptions, opts.Events)
 	}
 	if opts.Tools == 0 {
 		opts.Tools = min(1000, max(10, opts.Events/100))
@@ -135,19 +145,19 @@ func NewBenchMix(opts BenchMixOptions) (*BenchMix, error) {
 		opts.IDPrefix = "bench"
 	}
 	if opts.Prefix == "" {
-		opts.Prefix = DefaultPrefix
+		opts.Prefix = events.DefaultPrefix
 	}
 	if opts.Tools < 1 || opts.Agents < 1 {
-		return nil, fmt.Errorf("%w: bench mix of %d tools and %d agents: want at least 1 of each", ErrInvalidConfig, opts.Tools, opts.Agents)
+		return nil, fmt.Errorf("%w: bench mix of %d tools and %d agents: want at least 1 of each", ErrInvalidOptions, opts.Tools, opts.Agents)
 	}
 	if strings.Trim(opts.IDPrefix, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-") != "" {
-		return nil, fmt.Errorf("%w: bench id prefix %q: want letters, digits and '-'", ErrInvalidConfig, opts.IDPrefix)
+		return nil, fmt.Errorf("%w: bench id prefix %q: want letters, digits and '-'", ErrInvalidOptions, opts.IDPrefix)
 	}
 	names, err := events.NewNames(opts.Prefix)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
-	m := &BenchMix{
+	m := &Mix{
 		opts:      opts,
 		slots:     min(opts.Tools, max(3, 2*opts.Tools/opts.Agents)),
 		zeroIndex: strings.Repeat("0", benchIndexDigits),
@@ -268,7 +278,7 @@ func NewBenchMix(opts BenchMixOptions) (*BenchMix, error) {
 	return m, nil
 }
 
-func (m *BenchMix) add(to *[]benchTpl, msg events.Message) error {
+func (m *Mix) add(to *[]benchTpl, msg events.Message) error {
 	at := bytes.Index(msg.Data, []byte(`"id":"`+msg.ID+`"`))
 	if at < 0 {
 		return fmt.Errorf("bench mix: id %s not found in the encoded event", msg.ID)
@@ -283,37 +293,37 @@ func (m *BenchMix) add(to *[]benchTpl, msg events.Message) error {
 }
 
 // Options returns the options with their defaults filled in.
-func (m *BenchMix) Options() BenchMixOptions { return m.opts }
+func (m *Mix) Options() Options { return m.opts }
 
 // Len is the number of events.
-func (m *BenchMix) Len() int { return m.opts.Events }
+func (m *Mix) Len() int { return m.opts.Events }
 
 // toolOf is the tool of an agent's slot: agent a uses the Tools/Agents×2
 // tools from a×slots on, so that every tool has about two agents.
-func (m *BenchMix) toolOf(agent, slot int) int {
+func (m *Mix) toolOf(agent, slot int) int {
 	return (agent*m.slots + slot) % m.opts.Tools
 }
 
 // kindOf is the kind of the i-th event.
-func (m *BenchMix) kindOf(i int) string {
+func (m *Mix) kindOf(i int) string {
 	switch r := benchHash(m.opts.Seed, uint64(i)) % 1000; {
 	case r < benchSchemaPerMille:
-		return BenchSchema
+		return KindSchema
 	case r < benchSchemaPerMille+benchContractPerMille:
-		return BenchContract
+		return KindContract
 	case r < benchSchemaPerMille+benchContractPerMille+benchWorkflowPerMille:
-		return BenchWorkflow
+		return KindWorkflow
 	}
-	return BenchInvocation
+	return KindInvocation
 }
 
 // FirstPassEnd is the index of the event that follows the mix's first
 // observation of its last tool: from there on every tool has been observed
 // once. It is Len when the mix ends before.
-func (m *BenchMix) FirstPassEnd() int {
+func (m *Mix) FirstPassEnd() int {
 	seen := 0
 	for i := range m.opts.Events {
-		if m.kindOf(i) == BenchSchema {
+		if m.kindOf(i) == KindSchema {
 			if seen++; seen == m.opts.Tools {
 				return i + 1
 			}
@@ -323,15 +333,15 @@ func (m *BenchMix) FirstPassEnd() int {
 }
 
 // Counts returns the number of events of each kind.
-func (m *BenchMix) Counts() BenchMixCounts {
-	var c BenchMixCounts
+func (m *Mix) Counts() Counts {
+	var c Counts
 	for i := range m.opts.Events {
 		switch m.kindOf(i) {
-		case BenchSchema:
+		case KindSchema:
 			c.Schema++
-		case BenchContract:
+		case KindContract:
 			c.Contract++
-		case BenchWorkflow:
+		case KindWorkflow:
 			c.Workflow++
 		default:
 			c.Invocation++
@@ -342,23 +352,23 @@ func (m *BenchMix) Counts() BenchMixCounts {
 
 // All yields the events in order with their index. Each call starts over;
 // separate iterations may run concurrently.
-func (m *BenchMix) All() iter.Seq2[int, BenchEvent] {
-	return func(yield func(int, BenchEvent) bool) {
+func (m *Mix) All() iter.Seq2[int, Event] {
+	return func(yield func(int, Event) bool) {
 		var schemas, contracts, workflows int
 		for i := range m.opts.Events {
 			var tpl benchTpl
 			kind := m.kindOf(i)
 			switch kind {
-			case BenchSchema:
+			case KindSchema:
 				tool, round := schemas%m.opts.Tools, schemas/m.opts.Tools
 				schemas++
 				versions := m.schema[tool]
 				tpl = versions[min(len(versions)-1, max(0, round-1))] // drifted from the third observation
-			case BenchContract:
+			case KindContract:
 				p, round := contracts%len(m.pool), contracts/len(m.pool)
 				contracts++
 				tpl = m.contract[p][round%len(m.contract[p])]
-			case BenchWorkflow:
+			case KindWorkflow:
 				w, round := workflows%len(m.workflow), workflows/len(m.workflow)
 				workflows++
 				tpl = m.workflow[w][round%len(m.workflow[w])]
@@ -389,7 +399,7 @@ func benchVariant(h uint64) int {
 	return 3
 }
 
-func (m *BenchMix) event(kind string, tpl benchTpl, i int) BenchEvent {
+func (m *Mix) event(kind string, tpl benchTpl, i int) Event {
 	data := bytes.Clone(tpl.data)
 	digits := strconv.AppendInt(make([]byte, 0, benchIndexDigits), int64(i), 10)
 	copy(data[tpl.idAt+benchIndexDigits-len(digits):], digits)
@@ -399,11 +409,11 @@ func (m *BenchMix) event(kind string, tpl benchTpl, i int) BenchEvent {
 		h[k] = slices.Clone(v)
 	}
 	h[events.HeaderMsgID] = []string{id}
-	return BenchEvent{Kind: kind, Subject: tpl.subject, ID: id, Header: h, Data: data}
+	return Event{Kind: kind, Subject: tpl.subject, ID: id, Header: h, Data: data}
 }
 
 // Index returns the index of the mix's event with the given id.
-func (m *BenchMix) Index(eventID string) (int, bool) {
+func (m *Mix) Index(eventID string) (int, bool) {
 	rest, ok := strings.CutPrefix(eventID, m.opts.IDPrefix+"-")
 	if !ok || len(rest) != benchIndexDigits {
 		return 0, false
@@ -533,7 +543,7 @@ func (t benchTool) schema(drift benchDrift) json.RawMessage {
 	}
 	raw, err := json.Marshal(map[string]any{"type": "object", "properties": props, "required": []string{req}})
 	if err != nil {
-		panic(fmt.Sprintf("consumer: bench tool schema: %v", err)) // maps of strings, numbers and slices always marshal
+		panic(fmt.Sprintf("benchmix: tool schema: %v", err)) // maps of strings, numbers and slices always marshal
 	}
 	return raw
 }
@@ -559,7 +569,7 @@ func (t benchTool) arguments(variant int) []byte {
 	}
 	raw, err := json.Marshal(args)
 	if err != nil {
-		panic(fmt.Sprintf("consumer: bench arguments: %v", err))
+		panic(fmt.Sprintf("benchmix: arguments: %v", err))
 	}
 	return raw
 }

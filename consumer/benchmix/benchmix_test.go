@@ -1,4 +1,4 @@
-package consumer_test
+package benchmix_test
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/toolsentry/toolsentry/consumer"
+	"github.com/toolsentry/toolsentry/consumer/benchmix"
 	"github.com/toolsentry/toolsentry/consumer/core"
 	"github.com/toolsentry/toolsentry/events"
 )
@@ -17,11 +18,11 @@ import (
 // schema drift that agents' calls touch.
 func TestBenchMix(t *testing.T) {
 	const n = 3000
-	mix, err := consumer.NewBenchMix(consumer.BenchMixOptions{Events: n})
+	mix, err := benchmix.New(benchmix.Options{Events: n})
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := consumer.NewBenchMix(consumer.BenchMixOptions{Events: n})
+	again, err := benchmix.New(benchmix.Options{Events: n})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +32,7 @@ func TestBenchMix(t *testing.T) {
 	}
 	c := core.New(core.Options{Names: names})
 	st := core.NewMemState()
-	var got consumer.BenchMixCounts
+	var got benchmix.Counts
 	verdicts := map[string]int{}
 	seen := map[string]bool{}
 	lastNew := -1 // the last event that got a NO_BASELINE verdict
@@ -59,13 +60,13 @@ func TestBenchMix(t *testing.T) {
 			t.Fatalf("event %d: decoded id %q, want %q", i, e.ID, ev.ID)
 		}
 		switch ev.Kind {
-		case consumer.BenchSchema:
+		case benchmix.KindSchema:
 			got.Schema++
-		case consumer.BenchInvocation:
+		case benchmix.KindInvocation:
 			got.Invocation++
-		case consumer.BenchContract:
+		case benchmix.KindContract:
 			got.Contract++
-		case consumer.BenchWorkflow:
+		case benchmix.KindWorkflow:
 			got.Workflow++
 		}
 		eff, err := c.Apply(st, core.Input{Event: e, Subject: ev.Subject, Seq: uint64(i + 1)})
@@ -111,26 +112,26 @@ func TestBenchMix(t *testing.T) {
 	}
 }
 
-func iterPull(mix *consumer.BenchMix) (func() (consumer.BenchEvent, bool), func()) {
+func iterPull(mix *benchmix.Mix) (func() (benchmix.Event, bool), func()) {
 	next, stop := iter.Pull2(mix.All())
-	return func() (consumer.BenchEvent, bool) {
+	return func() (benchmix.Event, bool) {
 		_, ev, ok := next()
 		return ev, ok
 	}, stop
 }
 
 func TestBenchMixOptions(t *testing.T) {
-	for _, o := range []consumer.BenchMixOptions{
+	for _, o := range []benchmix.Options{
 		{Events: 0},
 		{Events: 10, Tools: -1},
 		{Events: 10, IDPrefix: "no spaces"},
 		{Events: 10, Prefix: "Upper"},
 	} {
-		if _, err := consumer.NewBenchMix(o); !errors.Is(err, consumer.ErrInvalidConfig) {
-			t.Errorf("%+v: %v, want ErrInvalidConfig", o, err)
+		if _, err := benchmix.New(o); !errors.Is(err, benchmix.ErrInvalidOptions) {
+			t.Errorf("%+v: %v, want ErrInvalidOptions", o, err)
 		}
 	}
-	mix, err := consumer.NewBenchMix(consumer.BenchMixOptions{Events: 1_000_000})
+	mix, err := benchmix.New(benchmix.Options{Events: 1_000_000})
 	if err != nil {
 		t.Fatal(err)
 	}
