@@ -101,117 +101,156 @@ func (e *MigrationError) Unwrap() error { return ErrCannotMigrate }
 // planMigration turns the input side of a diff into a plan; loops are the
 // diff's recursion points.
 func planMigration(recs []diffRecord, loops []schemaLoop) MigrationPlan {
-	plan := MigrationPlan{Steps: []MigrationStep{}, Blocked: []MigrationBlocker{}}
-	var moves, adds, converts, maps []MigrationStep
-	added := map[string]bool{}
-	addPin := func(path string, v any, reason string) {
-		if path == "" || added[path] {
-			return
-		}
-		added[path] = true
-		adds = append(adds, MigrationStep{Op: OpAddIfAbsent, Path: path, Value: canonicalRaw(v), Reason: reason})
-	}
-	block := func(b MigrationBlocker) { plan.Blocked = append(plan.Blocked, b) }
+	p := &planner{recs: recs, added: map[string]bool{}, structural: map[string]bool{}}
 	// Which paths have changes other than descriptions (a description
 	// change alone may be a change of meaning).
-	structural := map[string]bool{}
 	for _, r := range recs {
 		if r.Side == SideInput && r.Kind != DescriptionChanged {
-			structural[r.Path] = true
+			p.structural[r.Path] = true
 		}
 	}
-
 	for _, r := range recs {
-		if r.Side != SideInput {
-			continue
-		}
-		switch r.Kind {
-		case FieldRenamed:
-			parent, _ := splitLastPathSegment(r.newPath)
-			_, oldLeaf := splitLastPathSegment(r.Path)
-			from := joinEscaped(parent, oldLeaf)
-			moves = append(moves, MigrationStep{Op: OpMove, Path: from, To: r.newPath,
-				Reason: fmt.Sprintf("field %s was renamed to %s", r.Path, r.newPath)})
-		case FieldRemoved:
-			if r.oldNode.False {
-				continue // no valid payload carried it
-			}
-			block(MigrationBlocker{Path: r.newPath, When: BlockWhenPresent,
-				Reason: fmt.Sprintf("field %s was removed without a counterpart: its value would be lost", r.Path)})
-			if r.oldNode.HasDefault && !restoredDefault(recs, r) {
-				block(MigrationBlocker{Path: r.newPath, When: BlockWhenAbsent,
-					Reason: fmt.Sprintf("field %s (default %s) was removed: a payload that omits it relied on its default, and no new field restores it",
-						r.Path, canonicalRaw(r.oldNode.Default))})
-			}
-		case TypeChanged:
-			if r.Path == "" && r.newNode.Types.Values()&TypeObject != 0 && !r.newNode.False {
-				continue // the arguments are an object, which the new root takes
-			}
-			step, blocker := planConvert(r)
-			if step != nil {
-				converts = append(converts, *step)
-			}
-			if blocker != nil {
-				block(*blocker)
-			}
-		case NullableChanged:
-			if !r.newNode.Nullable() && r.Path != "" { // the arguments are never null
-				block(MigrationBlocker{Path: r.newPath, When: BlockWhenValue, Values: []json.RawMessage{json.RawMessage("null")},
-					Reason: fmt.Sprintf("%s no longer accepts null and null has no counterpart", describePath(r.Path))})
-			}
-		case EnumChanged:
-			o, n := r.oldNode, r.newNode
-			switch {
-			case !n.HasEnum:
-			case !o.HasEnum:
-				vals := make([]json.RawMessage, len(n.enumKeys))
-				for i, k := range n.enumKeys {
-					vals[i] = json.RawMessage(k)
-				}
-				block(MigrationBlocker{Path: r.newPath, When: BlockWhenNotIn, Values: vals,
-					Reason: fmt.Sprintf("%s is now restricted to an enum: a value outside it has no mapping", describePath(r.Path))})
-			default:
-				mapping, unmapped := mapEnum(o, n)
-				if len(mapping) > 0 {
-					maps = append(maps, MigrationStep{Op: OpMapEnum, Path: r.newPath, Mapping: mapping,
-						Reason: fmt.Sprintf("enum values of %s changed spelling", describePath(r.Path))})
-				}
-				if len(unmapped) > 0 {
-					block(MigrationBlocker{Path: r.newPath, When: BlockWhenValue, Values: unmapped,
-						Reason: fmt.Sprintf("enum values of %s were removed and have no unique counterpart", describePath(r.Path))})
-				}
-			}
-		case DefaultChanged:
-			if r.oldNode.HasDefault {
-				addPin(r.newPath, r.oldNode.Default, fmt.Sprintf("pin the old default of %s that an agent omitting it relied on", r.Path))
-			}
-		case RequiredChanged, FieldAdded:
-			if !r.required {
-				continue
-			}
-			switch {
-			case r.oldNode != nil && r.oldNode.HasDefault:
-				addPin(r.newPath, r.oldNode.Default, fmt.Sprintf("%s is now required: pin the old default", r.Path))
-			case r.newNode.HasDefault:
-				addPin(r.newPath, r.newNode.Default, fmt.Sprintf("%s is now required: send its default", r.Path))
-			default:
-				block(MigrationBlocker{Path: r.newPath, When: BlockWhenAbsent,
-					Reason: fmt.Sprintf("%s is now required and has no default to supply", r.Path)})
-			}
-		case DescriptionChanged:
-			if r.Keyword == "description" && r.Path != "" && !structural[r.Path] && r.descClass != DescriptionReworded {
-				block(MigrationBlocker{Path: r.newPath, When: BlockWhenPresent,
-					Reason: fmt.Sprintf("only the description of %s changed: its meaning may have changed, and no migration can tell", r.Path)})
-			}
+		if r.Side == SideInput {
+			p.plan(r)
 		}
 	}
-	plan.Steps = append(plan.Steps, moves...)
-	plan.Steps = append(plan.Steps, adds...)
-	plan.Steps = append(plan.Steps, converts...)
-	plan.Steps = append(plan.Steps, maps...)
+	return p.finish(loops)
+}
 
-	// A recursive schema is compared at its first occurrence only: what
-	// the plan does there it does at every depth the recursion allows.
+// planner collects a migration plan's steps by kind (applied in the order
+// moves, pinned defaults, conversions, enum maps) and its blockers.
+type planner struct {
+	recs                        []diffRecord
+	moves, adds, converts, maps []MigrationStep
+	blocked                     []MigrationBlocker
+	added                       map[string]bool // paths that have an add step
+	structural                  map[string]bool // paths with more than a description change
+}
+
+func (p *planner) block(b MigrationBlocker) { p.blocked = append(p.blocked, b) }
+
+// addPin adds the value v at path when a payload omits it, once per path.
+func (p *planner) addPin(path string, v any, reason string) {
+	if path == "" || p.added[path] {
+		return
+	}
+	p.added[path] = true
+	p.adds = append(p.adds, MigrationStep{Op: OpAddIfAbsent, Path: path, Value: canonicalRaw(v), Reason: reason})
+}
+
+// plan adds what the input-side change r needs: a step that carries an old
+// payload over, or a blocker where none can.
+func (p *planner) plan(r diffRecord) {
+	switch r.Kind {
+	case FieldRenamed:
+		parent, _ := splitLastPathSegment(r.newPath)
+		_, oldLeaf := splitLastPathSegment(r.Path)
+		from := joinEscaped(parent, oldLeaf)
+		p.moves = append(p.moves, MigrationStep{Op: OpMove, Path: from, To: r.newPath,
+			Reason: fmt.Sprintf("field %s was renamed to %s", r.Path, r.newPath)})
+	case FieldRemoved:
+		p.planRemoved(r)
+	case TypeChanged:
+		if r.Path == "" && r.newNode.Types.Values()&TypeObject != 0 && !r.newNode.False {
+			return // the arguments are an object, which the new root takes
+		}
+		step, blocker := planConvert(r)
+		if step != nil {
+			p.converts = append(p.converts, *step)
+		}
+		if blocker != nil {
+			p.block(*blocker)
+		}
+	case NullableChanged:
+		if !r.newNode.Nullable() && r.Path != "" { // the arguments are never null
+			p.block(MigrationBlocker{Path: r.newPath, When: BlockWhenValue, Values: []json.RawMessage{json.RawMessage("null")},
+				Reason: fmt.Sprintf("%s no longer accepts null and null has no counterpart", describePath(r.Path))})
+		}
+	case EnumChanged:
+		p.planEnum(r)
+	case DefaultChanged:
+		if r.oldNode.HasDefault {
+			p.addPin(r.newPath, r.oldNode.Default, fmt.Sprintf("pin the old default of %s that an agent omitting it relied on", r.Path))
+		}
+	case RequiredChanged, FieldAdded:
+		p.planRequired(r)
+	case DescriptionChanged:
+		if r.Keyword == "description" && r.Path != "" && !p.structural[r.Path] && r.descClass != DescriptionReworded {
+			p.block(MigrationBlocker{Path: r.newPath, When: BlockWhenPresent,
+				Reason: fmt.Sprintf("only the description of %s changed: its meaning may have changed, and no migration can tell", r.Path)})
+		}
+	}
+}
+
+// planRemoved blocks a payload that sends a removed field (its value would
+// be lost), and one that omits it when it had a default no new field
+// restores.
+func (p *planner) planRemoved(r diffRecord) {
+	if r.oldNode.False {
+		return // no valid payload carried it
+	}
+	p.block(MigrationBlocker{Path: r.newPath, When: BlockWhenPresent,
+		Reason: fmt.Sprintf("field %s was removed without a counterpart: its value would be lost", r.Path)})
+	if r.oldNode.HasDefault && !restoredDefault(p.recs, r) {
+		p.block(MigrationBlocker{Path: r.newPath, When: BlockWhenAbsent,
+			Reason: fmt.Sprintf("field %s (default %s) was removed: a payload that omits it relied on its default, and no new field restores it",
+				r.Path, canonicalRaw(r.oldNode.Default))})
+	}
+}
+
+// planEnum maps the enum values that changed spelling and blocks those
+// with no counterpart (or every value outside a new enum).
+func (p *planner) planEnum(r diffRecord) {
+	o, n := r.oldNode, r.newNode
+	switch {
+	case !n.HasEnum:
+	case !o.HasEnum:
+		vals := make([]json.RawMessage, len(n.enumKeys))
+		for i, k := range n.enumKeys {
+			vals[i] = json.RawMessage(k)
+		}
+		p.block(MigrationBlocker{Path: r.newPath, When: BlockWhenNotIn, Values: vals,
+			Reason: fmt.Sprintf("%s is now restricted to an enum: a value outside it has no mapping", describePath(r.Path))})
+	default:
+		mapping, unmapped := mapEnum(o, n)
+		if len(mapping) > 0 {
+			p.maps = append(p.maps, MigrationStep{Op: OpMapEnum, Path: r.newPath, Mapping: mapping,
+				Reason: fmt.Sprintf("enum values of %s changed spelling", describePath(r.Path))})
+		}
+		if len(unmapped) > 0 {
+			p.block(MigrationBlocker{Path: r.newPath, When: BlockWhenValue, Values: unmapped,
+				Reason: fmt.Sprintf("enum values of %s were removed and have no unique counterpart", describePath(r.Path))})
+		}
+	}
+}
+
+// planRequired supplies a newly required field's default (the old one
+// first), or blocks a payload that omits it when there is none.
+func (p *planner) planRequired(r diffRecord) {
+	if !r.required {
+		return
+	}
+	switch {
+	case r.oldNode != nil && r.oldNode.HasDefault:
+		p.addPin(r.newPath, r.oldNode.Default, fmt.Sprintf("%s is now required: pin the old default", r.Path))
+	case r.newNode.HasDefault:
+		p.addPin(r.newPath, r.newNode.Default, fmt.Sprintf("%s is now required: send its default", r.Path))
+	default:
+		p.block(MigrationBlocker{Path: r.newPath, When: BlockWhenAbsent,
+			Reason: fmt.Sprintf("%s is now required and has no default to supply", r.Path)})
+	}
+}
+
+// finish orders the steps, repeats them at every depth of a recursive
+// schema (compared at its first occurrence only), and sorts and dedupes
+// the blockers.
+func (p *planner) finish(loops []schemaLoop) MigrationPlan {
+	plan := MigrationPlan{Steps: []MigrationStep{}, Blocked: []MigrationBlocker{}}
+	plan.Steps = append(plan.Steps, p.moves...)
+	plan.Steps = append(plan.Steps, p.adds...)
+	plan.Steps = append(plan.Steps, p.converts...)
+	plan.Steps = append(plan.Steps, p.maps...)
+	plan.Blocked = append(plan.Blocked, p.blocked...)
 	for i := range plan.Steps {
 		plan.Steps[i].Path = repeatPath(plan.Steps[i].Path, loops)
 		if plan.Steps[i].To != "" {
