@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolsentry/toolsentry/consumer/engine"
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
 	"github.com/toolsentry/toolsentry/guards/toolschema"
@@ -49,7 +50,7 @@ func BenchmarkDirectivesHandle(b *testing.B) {
 func benchDirectives(b *testing.B, agents int, agent string) {
 	const tool, fp = "crm.lookup", "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
 	d := &Directives{byTool: map[string]map[string]struct{}{}, heads: map[string]directiveHead{}}
-	d.view = &View{kv: &memKV{rev: 1000}, entries: map[string]viewEntry{}, opts: ViewOptions{MaxAttempts: 1, WriteTimeout: time.Second, OnChange: d.index}}
+	d.view = engine.NewFedView(&memKV{rev: 1000}, ViewOptions{MaxAttempts: 1, WriteTimeout: time.Second, OnChange: d.index})
 	ctx := context.Background()
 	for i := range agents {
 		dir := events.Directive{Guard: events.DirectiveSchema, ToolID: tool, AgentID: fmt.Sprintf("agent-%d", i), Action: guards.ActionMigrate,

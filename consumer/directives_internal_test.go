@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolsentry/toolsentry/consumer/engine"
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
 )
@@ -18,7 +19,7 @@ func TestDirectiveHeadsFollowRevisions(t *testing.T) {
 	ctx := context.Background()
 	d := &Directives{byTool: map[string]map[string]struct{}{}, heads: map[string]directiveHead{}}
 	kv := &memKV{}
-	d.view = &View{kv: kv, entries: map[string]viewEntry{}, opts: ViewOptions{MaxAttempts: 1, WriteTimeout: time.Second, OnChange: d.index}}
+	d.view = engine.NewFedView(kv, ViewOptions{MaxAttempts: 1, WriteTimeout: time.Second, OnChange: d.index})
 	const key = "schema.crm=2Elookup.agent-a"
 	dir := events.Directive{Guard: events.DirectiveSchema, ToolID: "crm.lookup", AgentID: "agent-a", Action: guards.ActionMigrate,
 		Verdict: events.VerdictRef{Sequence: 5}, ToFingerprint: "sha256:b"}
@@ -61,19 +62,19 @@ func TestDirectiveHeadsFollowRevisions(t *testing.T) {
 	other := dir
 	other.Verdict.Sequence = 20
 	b, _ := json.Marshal(other)
-	d.view.apply(key, b, 50, false, true)
+	d.view.Observe(key, b, 50, false)
 	kv.rev = 50
 	if err := d.put(ctx, key, later(12)); err != nil || sequence() != 20 {
 		t.Fatalf("after another writer: %v, sequence %d, want 20 kept", err, sequence())
 	}
 	// An unreadable value is replaced.
-	d.view.apply(key, []byte("junk"), 60, false, true)
+	d.view.Observe(key, []byte("junk"), 60, false)
 	kv.rev = 60
 	if err := d.put(ctx, key, later(13)); err != nil || sequence() != 13 {
 		t.Fatalf("after junk: %v, sequence %d, want 13", err, sequence())
 	}
 	// A deleted key forgets its head.
-	d.view.apply(key, nil, 70, true, true)
+	d.view.Observe(key, nil, 70, true)
 	if _, ok := d.heads[key]; ok {
 		t.Error("a deleted key kept its head")
 	}

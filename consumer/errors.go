@@ -32,7 +32,7 @@ const ReasonPermanent = engine.ReasonPermanent
 func isPermanent(err error) bool { return errors.Is(err, ErrPermanent) }
 
 // ErrInvalidConfig is returned (wrapped, with the offending field named) by
-// Config.Validate, Options.Validate, Provision, New, NewView and
+// Config.Validate, Options.Validate, Provision, New and
 // StartServer when a setting cannot work.
 var ErrInvalidConfig = errors.New("invalid configuration")
 
@@ -54,22 +54,14 @@ var ErrPartitionsMismatch = errors.New("workers disagree on the partition count"
 // or committed any more.
 var ErrConnectionClosed = errors.New("the NATS connection is closed")
 
-// ErrConflict is returned (wrapped together with the jetstream error, so
-// errors.Is also matches jetstream.ErrKeyExists or
-// jetstream.ErrKeyRevisionMismatch) by View.CompareAndSet when the key
-// changed since the revision the caller read.
-var ErrConflict = errors.New("revision conflict")
-
-// ErrTooManyConflicts is returned by View.Update when every one of
-// ViewOptions.MaxAttempts compare-and-set attempts lost against a concurrent
-// writer.
-var ErrTooManyConflicts = errors.New("too many revision conflicts")
-
-// ErrNoChange may be returned by a MergeFunc to say that the current value is
-// already right: View.Update then writes nothing and returns the current
-// entry without an error.
-var ErrNoChange = errors.New("no change")
-
-// ErrViewClosed is returned by View.WaitReady when the view was closed, or its
-// watch ended, before the initial values were loaded.
-var ErrViewClosed = errors.New("view closed")
+// The state views' errors (engine.View).
+var (
+	// ErrConflict: a compare-and-set lost to another writer.
+	ErrConflict = engine.ErrConflict
+	// ErrTooManyConflicts: every attempt of an Update lost.
+	ErrTooManyConflicts = engine.ErrTooManyConflicts
+	// ErrNoChange: a MergeFunc's "the current value is right".
+	ErrNoChange = engine.ErrNoChange
+	// ErrViewClosed: the view no longer follows its bucket.
+	ErrViewClosed = engine.ErrViewClosed
+)

@@ -68,7 +68,7 @@ func OpenStore(ctx context.Context, res *Resources, opts ViewOptions) (*Store, e
 		if err != nil {
 			return nil, err
 		}
-		s.log = &outcomeLog{stream: res.Telemetry, names: names, readTimeout: opts.writeTimeout()}
+		s.log = &outcomeLog{stream: res.Telemetry, names: names, readTimeout: opts.EffectiveWriteTimeout()}
 	}
 	buckets := map[core.Bucket]jetstream.KeyValue{
 		core.Baselines: res.Baselines,
@@ -100,6 +100,24 @@ func OpenStore(ctx context.Context, res *Resources, opts ViewOptions) (*Store, e
 		}
 	}
 	return s, nil
+}
+
+// CatchUp waits until every view of the store has caught up with its
+// bucket (View.CatchUp), and forgets the outcome counts held in memory of
+// the tools for which of(toolID) is true (all when of is nil): another
+// worker may have counted invocations of the lane's tools since.
+func (s *Store) CatchUp(ctx context.Context, of func(toolID string) bool) error {
+	for _, v := range s.views {
+		if err := v.CatchUp(ctx); err != nil {
+			return err
+		}
+	}
+	if of == nil {
+		s.ForgetOutcomes()
+	} else {
+		s.ForgetOutcomesOf(of)
+	}
+	return nil
 }
 
 // Close stops every view. It is idempotent.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/toolsentry/toolsentry/consumer/core"
+	"github.com/toolsentry/toolsentry/consumer/engine"
 	"github.com/toolsentry/toolsentry/events"
 )
 
@@ -27,7 +28,7 @@ func memStore() *Store {
 		case core.Workflows:
 			o.OnChange = s.indexWorkflow
 		}
-		s.views[b] = &View{kv: &memKV{}, entries: map[string]viewEntry{}, opts: o}
+		s.views[b] = engine.NewFedView(&memKV{}, o)
 	}
 	return s
 }

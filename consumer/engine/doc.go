@@ -97,6 +97,15 @@
 // (the 0.69 against 1.00) is the per-message metadata parse, the key
 // grouping and one handler call per key per batch.
 //
+// # State views
+//
+// A View (view.go) is a local copy of a KV bucket kept current by a watch,
+// so that a handler reads its state from memory and writes it by
+// compare-and-set (CompareAndSet, Update with a MergeFunc, DeleteAt). Its
+// own writes are visible at once; CatchUp waits until the watch delivered
+// every revision the bucket held, which a new lease holder does before it
+// handles its lane's keys. A view follows its bucket until Close.
+//
 // # Close
 //
 // Close stops reading, lets in-flight calls finish within ShutdownTimeout

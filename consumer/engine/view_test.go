@@ -1,4 +1,4 @@
-package consumer_test
+package engine
 
 import (
 	"context"
@@ -8,15 +8,52 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/toolsentry/toolsentry/consumer"
-	"github.com/toolsentry/toolsentry/consumer/natstest"
 )
 
-func newView(t *testing.T, ctx context.Context, kv jetstream.KeyValue, opts consumer.ViewOptions) *consumer.View {
+// viewFixture is an embedded server with the buckets the view tests use,
+// and the URL for a second client ("another process").
+type viewFixture struct {
+	ctx                                              context.Context
+	url                                              string
+	baselines, usage, quality, workflows, directives jetstream.KeyValue
+}
+
+func newViewFixture(t *testing.T) *viewFixture {
 	t.Helper()
-	v, err := consumer.NewView(ctx, kv, opts)
+	s, js := engineServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	f := &viewFixture{ctx: ctx, url: s.ClientURL()}
+	for name, kv := range map[string]*jetstream.KeyValue{"baselines": &f.baselines, "usage": &f.usage, "quality": &f.quality, "workflows": &f.workflows, "directives": &f.directives} {
+		b, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: name, History: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		*kv = b
+	}
+	return f
+}
+
+// otherJetStream is a second client of the fixture's server.
+func (f *viewFixture) otherJetStream(t *testing.T) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(f.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+func newView(t *testing.T, ctx context.Context, kv jetstream.KeyValue, opts ViewOptions) *View {
+	t.Helper()
+	v, err := NewView(ctx, kv, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,14 +78,14 @@ func increment(cur []byte, found bool) ([]byte, error) {
 }
 
 func TestViewLoadsInitialValuesAndFollows(t *testing.T) {
-	f := newFixture(t, testConfig())
-	kv := f.res.Usage
+	f := newViewFixture(t)
+	kv := f.usage
 	for _, k := range []string{"a", "b"} {
 		if _, err := kv.Put(f.ctx, k, []byte("v-"+k)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	v := newView(t, f.ctx, kv, consumer.ViewOptions{})
+	v := newView(t, f.ctx, kv, ViewOptions{})
 	if e, ok := v.Get("a"); !ok || string(e.Value) != "v-a" || e.Revision == 0 {
 		t.Errorf("Get(a) after ready = %+v, %v", e, ok)
 	}
@@ -57,7 +94,7 @@ func TestViewLoadsInitialValuesAndFollows(t *testing.T) {
 	}
 
 	// Another process writes and deletes: the watch brings it in.
-	other := natstest.JetStream(t, f.url)
+	other := f.otherJetStream(t)
 	okv, err := other.KeyValue(f.ctx, kv.Bucket())
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +105,7 @@ func TestViewLoadsInitialValuesAndFollows(t *testing.T) {
 	if err := okv.Delete(f.ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
-	natstest.Eventually(t, 5*time.Second, "view sees c and not a", func() bool {
+	waitFor(t, "view sees c and not a", func() bool {
 		_, hasA := v.Get("a")
 		c, hasC := v.Get("c")
 		return !hasA && hasC && string(c.Value) == "v-c"
@@ -82,10 +119,10 @@ func TestViewLoadsInitialValuesAndFollows(t *testing.T) {
 }
 
 func TestViewOwnWritesVisibleAtOnce(t *testing.T) {
-	f := newFixture(t, testConfig())
-	v := newView(t, f.ctx, f.res.Quality, consumer.ViewOptions{})
+	f := newViewFixture(t)
+	v := newView(t, f.ctx, f.quality, ViewOptions{})
 
-	var last consumer.Entry
+	var last Entry
 	for i := 1; i <= 50; i++ {
 		e, err := v.Update(f.ctx, "x", increment)
 		if err != nil {
@@ -99,11 +136,11 @@ func TestViewOwnWritesVisibleAtOnce(t *testing.T) {
 	}
 	// Once the watch has delivered a later write of another key it has
 	// delivered all 50 writes of x too, in order; none of them may roll x back.
-	if _, err := f.res.Quality.Put(f.ctx, "marker", []byte("m")); err != nil {
+	if _, err := f.quality.Put(f.ctx, "marker", []byte("m")); err != nil {
 		t.Fatal(err)
 	}
 	rolledBack := 0
-	natstest.Eventually(t, 5*time.Second, "view sees the marker", func() bool {
+	waitFor(t, "view sees the marker", func() bool {
 		if got, _ := v.Get("x"); got.Revision != last.Revision {
 			rolledBack++
 		}
@@ -117,13 +154,13 @@ func TestViewOwnWritesVisibleAtOnce(t *testing.T) {
 		t.Errorf("x after the watch caught up = %+v, want 50 at revision %d", got, last.Revision)
 	}
 
-	if _, err := v.CompareAndSet(f.ctx, "x", []byte("stale"), last.Revision-1); !errors.Is(err, consumer.ErrConflict) || !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+	if _, err := v.CompareAndSet(f.ctx, "x", []byte("stale"), last.Revision-1); !errors.Is(err, ErrConflict) || !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		t.Errorf("CompareAndSet at an old revision = %v, want ErrConflict and ErrKeyRevisionMismatch", err)
 	}
-	if _, err := v.CompareAndSet(f.ctx, "x", []byte("new"), 0); !errors.Is(err, consumer.ErrConflict) || !errors.Is(err, jetstream.ErrKeyExists) {
+	if _, err := v.CompareAndSet(f.ctx, "x", []byte("new"), 0); !errors.Is(err, ErrConflict) || !errors.Is(err, jetstream.ErrKeyExists) {
 		t.Errorf("CompareAndSet create of an existing key = %v, want ErrConflict and ErrKeyExists", err)
 	}
-	e, err := v.Update(f.ctx, "x", func([]byte, bool) ([]byte, error) { return nil, consumer.ErrNoChange })
+	e, err := v.Update(f.ctx, "x", func([]byte, bool) ([]byte, error) { return nil, ErrNoChange })
 	if err != nil || e.Revision != last.Revision {
 		t.Errorf("Update with ErrNoChange = %+v, %v; want the current entry", e, err)
 	}
@@ -137,15 +174,15 @@ func TestViewOwnWritesVisibleAtOnce(t *testing.T) {
 // two views) increment one counter concurrently; every increment counts.
 func TestViewConcurrentCASNeverLosesUpdates(t *testing.T) {
 	const writers, each = 8, 25
-	f := newFixture(t, testConfig())
-	other := natstest.JetStream(t, f.url)
-	okv, err := other.KeyValue(f.ctx, f.res.Usage.Bucket())
+	f := newViewFixture(t)
+	other := f.otherJetStream(t)
+	okv, err := other.KeyValue(f.ctx, f.usage.Bucket())
 	if err != nil {
 		t.Fatal(err)
 	}
-	views := []*consumer.View{
-		newView(t, f.ctx, f.res.Usage, consumer.ViewOptions{MaxAttempts: 1000}),
-		newView(t, f.ctx, okv, consumer.ViewOptions{MaxAttempts: 1000}),
+	views := []*View{
+		newView(t, f.ctx, f.usage, ViewOptions{MaxAttempts: 1000}),
+		newView(t, f.ctx, okv, ViewOptions{MaxAttempts: 1000}),
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, 2*writers)
@@ -167,12 +204,12 @@ func TestViewConcurrentCASNeverLosesUpdates(t *testing.T) {
 		t.Fatalf("Update: %v", err)
 	}
 	want := strconv.Itoa(2 * writers * each)
-	e, err := f.res.Usage.Get(f.ctx, "counter")
+	e, err := f.usage.Get(f.ctx, "counter")
 	if err != nil || string(e.Value()) != want {
 		t.Fatalf("counter in the bucket = %v, %v; want %s", e, err, want)
 	}
 	for i, v := range views {
-		natstest.Eventually(t, 5*time.Second, "view "+strconv.Itoa(i)+" converges", func() bool {
+		waitFor(t, "view "+strconv.Itoa(i)+" converges", func() bool {
 			got, ok := v.Get("counter")
 			return ok && string(got.Value) == want && got.Revision == e.Revision()
 		})
@@ -180,20 +217,20 @@ func TestViewConcurrentCASNeverLosesUpdates(t *testing.T) {
 }
 
 func TestViewStaleness(t *testing.T) {
-	f := newFixture(t, testConfig())
+	f := newViewFixture(t)
 	ctx, cancel := context.WithCancel(f.ctx)
-	v := newView(t, ctx, f.res.Workflows, consumer.ViewOptions{ProbeInterval: 20 * time.Millisecond})
-	if _, err := f.res.Workflows.Put(f.ctx, "w", []byte("1")); err != nil {
+	v := newView(t, ctx, f.workflows, ViewOptions{ProbeInterval: 20 * time.Millisecond})
+	if _, err := f.workflows.Put(f.ctx, "w", []byte("1")); err != nil {
 		t.Fatal(err)
 	}
 	// An idle bucket stays fresh through probes.
 	start := time.Now()
-	natstest.Eventually(t, 5*time.Second, "probes keep an idle view fresh", func() bool {
+	waitFor(t, "probes keep an idle view fresh", func() bool {
 		return time.Since(start) > 200*time.Millisecond && v.Staleness() < 100*time.Millisecond
 	})
 	// A view that stopped following grows stale.
 	cancel()
-	natstest.Eventually(t, 5*time.Second, "a stopped view grows stale", func() bool {
+	waitFor(t, "a stopped view grows stale", func() bool {
 		return v.Staleness() > 300*time.Millisecond
 	})
 	v.Close()
@@ -204,19 +241,19 @@ func TestViewStaleness(t *testing.T) {
 }
 
 func TestViewTooManyConflicts(t *testing.T) {
-	f := newFixture(t, testConfig())
-	v := newView(t, f.ctx, f.res.Directives, consumer.ViewOptions{MaxAttempts: 2})
-	if _, err := f.res.Directives.Put(f.ctx, "d", []byte("0")); err != nil {
+	f := newViewFixture(t)
+	v := newView(t, f.ctx, f.directives, ViewOptions{MaxAttempts: 2})
+	if _, err := f.directives.Put(f.ctx, "d", []byte("0")); err != nil {
 		t.Fatal(err)
 	}
 	// A merge that makes a concurrent write every time loses every race.
 	_, err := v.Update(f.ctx, "d", func(cur []byte, found bool) ([]byte, error) {
-		if _, err := f.res.Directives.Put(f.ctx, "d", []byte("interfering")); err != nil {
+		if _, err := f.directives.Put(f.ctx, "d", []byte("interfering")); err != nil {
 			return nil, err
 		}
 		return []byte("mine"), nil
 	})
-	if !errors.Is(err, consumer.ErrTooManyConflicts) {
+	if !errors.Is(err, ErrTooManyConflicts) {
 		t.Errorf("Update against a writer that always wins = %v, want ErrTooManyConflicts", err)
 	}
 }
@@ -225,8 +262,8 @@ func TestViewTooManyConflicts(t *testing.T) {
 // survives the watch's tombstone; a delete at an old revision conflicts;
 // the key can be created again.
 func TestViewDeleteAt(t *testing.T) {
-	f := newFixture(t, testConfig())
-	v := newView(t, f.ctx, f.res.Baselines, consumer.ViewOptions{})
+	f := newViewFixture(t)
+	v := newView(t, f.ctx, f.baselines, ViewOptions{})
 	e, err := v.Update(f.ctx, "k", increment)
 	if err != nil {
 		t.Fatal(err)
@@ -234,7 +271,7 @@ func TestViewDeleteAt(t *testing.T) {
 	if _, err := v.Update(f.ctx, "k", increment); err != nil {
 		t.Fatal(err)
 	}
-	if err := v.DeleteAt(f.ctx, "k", e.Revision); !errors.Is(err, consumer.ErrConflict) {
+	if err := v.DeleteAt(f.ctx, "k", e.Revision); !errors.Is(err, ErrConflict) {
 		t.Fatalf("DeleteAt an old revision = %v, want ErrConflict", err)
 	}
 	cur, _ := v.Get("k")
@@ -244,20 +281,27 @@ func TestViewDeleteAt(t *testing.T) {
 	if _, ok := v.Get("k"); ok {
 		t.Fatal("the view still has the key right after its delete")
 	}
-	if _, err := f.res.Baselines.Put(f.ctx, "marker", []byte("m")); err != nil {
+	if _, err := f.baselines.Put(f.ctx, "marker", []byte("m")); err != nil {
 		t.Fatal(err)
 	}
-	natstest.Eventually(t, 5*time.Second, "view sees the marker", func() bool {
+	waitFor(t, "view sees the marker", func() bool {
 		_, ok := v.Get("marker")
 		return ok
 	})
 	if _, ok := v.Get("k"); ok {
 		t.Fatal("the watch brought the deleted key back")
 	}
-	if _, err := f.res.Baselines.Get(f.ctx, "k"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+	if _, err := f.baselines.Get(f.ctx, "k"); !errors.Is(err, jetstream.ErrKeyNotFound) {
 		t.Errorf("bucket Get after delete: %v", err)
 	}
 	if e, err := v.Update(f.ctx, "k", increment); err != nil || string(e.Value) != "1" {
 		t.Errorf("Update after delete = %+v, %v; want 1", e, err)
+	}
+}
+
+func TestNewViewRefusesNoAttempts(t *testing.T) {
+	f := newViewFixture(t)
+	if _, err := NewView(f.ctx, f.usage, ViewOptions{MaxAttempts: -1}); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("NewView with MaxAttempts -1 = %v, want ErrInvalidOptions", err)
 	}
 }

@@ -1,4 +1,4 @@
-package consumer
+package engine
 
 import (
 	"bytes"
@@ -11,6 +11,27 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 )
+
+// ErrConflict is returned (wrapped together with the jetstream error, so
+// errors.Is also matches jetstream.ErrKeyExists or
+// jetstream.ErrKeyRevisionMismatch) by View.CompareAndSet when the key
+// changed since the revision the caller read.
+var ErrConflict = errors.New("revision conflict")
+
+// ErrTooManyConflicts is returned by View.Update when every one of
+// ViewOptions.MaxAttempts compare-and-set attempts lost against a concurrent
+// writer.
+var ErrTooManyConflicts = errors.New("too many revision conflicts")
+
+// ErrNoChange may be returned by a MergeFunc to say that the current value is
+// already right: View.Update then writes nothing and returns the current
+// entry without an error.
+var ErrNoChange = errors.New("no change")
+
+// ErrViewClosed is returned by View.WaitReady when the view was closed, or its
+// watch ended, before the initial values were loaded, and by View.CatchUp
+// when the view no longer follows its bucket.
+var ErrViewClosed = errors.New("view closed")
 
 // Defaults of ViewOptions.
 const (
@@ -86,7 +107,10 @@ type View struct {
 }
 
 // writeTimeout is WriteTimeout, or its default when not positive.
-func (o ViewOptions) writeTimeout() time.Duration {
+func (o ViewOptions) writeTimeout() time.Duration { return o.EffectiveWriteTimeout() }
+
+// EffectiveWriteTimeout is WriteTimeout, or its default when not positive.
+func (o ViewOptions) EffectiveWriteTimeout() time.Duration {
 	if o.WriteTimeout <= 0 {
 		return DefaultWriteTimeout
 	}
@@ -105,7 +129,7 @@ func NewView(ctx context.Context, kv jetstream.KeyValue, opts ViewOptions) (*Vie
 	}
 	opts.WriteTimeout = opts.writeTimeout()
 	if opts.MaxAttempts < 1 {
-		return nil, fmt.Errorf("%w: view max attempts %d: want at least 1", ErrInvalidConfig, opts.MaxAttempts)
+		return nil, fmt.Errorf("%w: view max attempts %d: want at least 1", ErrInvalidOptions, opts.MaxAttempts)
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	w, err := kv.WatchAll(wctx)
@@ -123,6 +147,28 @@ func NewView(ctx context.Context, kv jetstream.KeyValue, opts ViewOptions) (*Vie
 	}
 	go v.follow(wctx, w)
 	return v, nil
+}
+
+// NewFedView returns a view of kv that is ready at once and follows no
+// watch: its caller delivers what a watch would (Observe). Its writes go to
+// kv as a watched view's do. It serves tests and benchmarks that give the
+// view an in-memory KeyValue.
+func NewFedView(kv jetstream.KeyValue, opts ViewOptions) *View {
+	if opts.MaxAttempts < 1 {
+		opts.MaxAttempts = DefaultMaxAttempts
+	}
+	opts.WriteTimeout = opts.writeTimeout()
+	v := &View{kv: kv, opts: opts, entries: make(map[string]viewEntry), ready: make(chan struct{}), done: make(chan struct{}), fresh: time.Now()}
+	close(v.ready)
+	v.cancel = sync.OnceFunc(func() { close(v.done) })
+	return v
+}
+
+// Observe applies an update as the watch delivers it: a value (or, when
+// deleted, a tombstone) at revision rev, ignored when the view already
+// holds the key at the same or a newer revision.
+func (v *View) Observe(key string, value []byte, rev uint64, deleted bool) {
+	v.apply(key, value, rev, deleted, true)
 }
 
 func (v *View) follow(ctx context.Context, w jetstream.KeyWatcher) {
@@ -391,4 +437,39 @@ func (v *View) UpdateEntry(ctx context.Context, key string, merge EntryMergeFunc
 func (v *View) Close() {
 	v.cancel()
 	<-v.done
+}
+
+// CatchUp waits until the view's watch has delivered every revision the
+// bucket held when CatchUp was called, so that reads see every write made
+// before, by any worker. A worker that takes over a partition calls it
+// before it handles the partition's keys: their previous owner's last writes
+// may not have reached its views yet, and a verdict decided on a stale view
+// would be published before the compare-and-set write finds the conflict.
+func (v *View) CatchUp(ctx context.Context) error {
+	st, err := v.kv.Status(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the status of bucket %s: %w", v.kv.Bucket(), err)
+	}
+	si, ok := st.(interface{ StreamInfo() *jetstream.StreamInfo })
+	if !ok || si.StreamInfo() == nil {
+		return fmt.Errorf("bucket %s: status without stream info", v.kv.Bucket())
+	}
+	last := si.StreamInfo().State.LastSeq
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		v.mu.RLock()
+		rev := v.watchRev
+		v.mu.RUnlock()
+		if rev >= last {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("bucket %s: view at revision %d, bucket at %d: %w", v.kv.Bucket(), rev, last, ctx.Err())
+		case <-v.done:
+			return fmt.Errorf("bucket %s: %w", v.kv.Bucket(), ErrViewClosed)
+		case <-t.C:
+		}
+	}
 }
