@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sourcegraph/conc/pool"
 
 	"github.com/toolsentry/toolsentry/consumer/core"
 	"github.com/toolsentry/toolsentry/events"
@@ -269,35 +271,68 @@ func (s *Store) Flush(ctx context.Context) (int, error) {
 	}
 	s.pmu.Unlock()
 	v := s.views[core.Outcomes]
-	n := 0
-	var errs []error
-	for key, p := range dirty {
-		data, err := json.Marshal(p.rec)
-		if err != nil {
-			errs = append(errs, err)
-			continue
+	var (
+		mu     sync.Mutex
+		n      int
+		failed int
+		first  error
+	)
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if failed++; first == nil {
+			first = err
 		}
-		rev, err := v.CompareAndSet(ctx, key, data, p.base)
-		if err != nil {
-			if !errors.Is(err, ErrConflict) {
-				errs = append(errs, fmt.Errorf("storing the outcome counts of %s: %w", key, err))
-			}
-			continue
-		}
-		n++
-		s.pmu.Lock()
-		switch cur := s.pending[key]; {
-		case cur == p:
-			s.pending[key] = &pendingOutcome{rec: p.rec, base: rev}
-		case cur != nil && cur.base == p.base:
-			// Counted on meanwhile, over what was just stored: the
-			// stored record is a prefix of it.
-			s.pending[key] = &pendingOutcome{rec: cur.rec, base: rev, dirty: cur.dirty}
-		}
-		s.pmu.Unlock()
 	}
-	return n, errors.Join(errs...)
+	// The writes are independent round trips: a few at a time, so that a
+	// fleet of tools is stored within flushTimeout on a busy server.
+	wp := pool.New().WithMaxGoroutines(flushConcurrency)
+	for key, p := range dirty {
+		if ctx.Err() != nil {
+			fail(fmt.Errorf("storing the outcome counts of %s: %w", key, ctx.Err()))
+			continue
+		}
+		wp.Go(func() {
+			data, err := json.Marshal(p.rec)
+			if err != nil {
+				fail(err)
+				return
+			}
+			rev, err := v.CompareAndSet(ctx, key, data, p.base)
+			if err != nil {
+				if !errors.Is(err, ErrConflict) {
+					fail(fmt.Errorf("storing the outcome counts of %s: %w", key, err))
+				}
+				return
+			}
+			s.pmu.Lock()
+			switch cur := s.pending[key]; {
+			case cur == p:
+				s.pending[key] = &pendingOutcome{rec: p.rec, base: rev}
+			case cur != nil && cur.base == p.base:
+				// Counted on meanwhile, over what was just stored: the
+				// stored record is a prefix of it.
+				s.pending[key] = &pendingOutcome{rec: cur.rec, base: rev, dirty: cur.dirty}
+			}
+			s.pmu.Unlock()
+			mu.Lock()
+			n++
+			mu.Unlock()
+		})
+	}
+	wp.Wait()
+	switch {
+	case failed == 1:
+		return n, first
+	case failed > 1:
+		// One line however large the fleet: the count and the first cause.
+		return n, fmt.Errorf("the outcome counts of %d of %d tools were not stored; the first: %w", failed, len(dirty), first)
+	}
+	return n, nil
 }
+
+// flushConcurrency bounds the outcome writes of one Flush in flight.
+const flushConcurrency = 16
 
 // PendingOutcomes is the number of tools whose outcome counts are held in
 // memory and not stored yet.
