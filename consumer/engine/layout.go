@@ -123,6 +123,23 @@ func (l Layout) Transform() *jetstream.SubjectTransformConfig {
 	}
 }
 
+// StoredSubject returns the subject under which the stream's transform
+// stores a message published on subject (<prefix>.telemetry.<kind>.<key>):
+// <prefix>.telemetry.<kind>.<KeyPartition(key, N)>.<key>. It is false for a
+// subject of another shape. Callers that derive what a stored message
+// yields without reading it back (a benchmark's expected verdicts) use it.
+func (l Layout) StoredSubject(subject string) (string, bool) {
+	rest, ok := strings.CutPrefix(subject, l.telemetry()+".")
+	if !ok {
+		return "", false
+	}
+	kind, key, ok := strings.Cut(rest, ".")
+	if !ok || kind == "" || key == "" || strings.Contains(key, ".") {
+		return "", false
+	}
+	return l.telemetry() + "." + kind + "." + strconv.Itoa(KeyPartition(key, l.Partitions)) + "." + key, true
+}
+
 // Lanes returns every lane: the tool partitions 0..N-1, then the
 // composition lane if there are composition kinds.
 func (l Layout) Lanes() []Lane {

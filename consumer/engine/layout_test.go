@@ -140,13 +140,24 @@ func TestLayoutEveryStoredMessageReadByOneLane(t *testing.T) {
 		t.Fatalf("updating to the layout: %v", err)
 	}
 	stored := 0
+	wantStored := map[uint64]string{} // by sequence: StoredSubject of the published subject
 	kinds := append(append([]string(nil), testLayout.ToolKinds...), testLayout.CompositionKinds...)
 	for i := range 200 {
 		for _, k := range kinds {
-			if _, err := pub(fmt.Sprintf("ts.telemetry.%s.key=2D%d", k, i)); err != nil {
+			subj := fmt.Sprintf("ts.telemetry.%s.key=2D%d", k, i)
+			seq, err := pub(subj)
+			if err != nil {
 				t.Fatal(err)
 			}
+			if wantStored[seq], _ = testLayout.StoredSubject(subj); wantStored[seq] == "" {
+				t.Fatalf("StoredSubject(%q) is false", subj)
+			}
 			stored++
+		}
+	}
+	for _, bad := range []string{"ts.telemetry.schema", "ts.telemetry.schema.a.b", "other.telemetry.schema.k", "ts.telemetry..k"} {
+		if s, ok := testLayout.StoredSubject(bad); ok {
+			t.Errorf("StoredSubject(%q) = %q, want false", bad, s)
 		}
 	}
 	for _, bad := range []string{"ts.telemetry.bogus.k", "ts.telemetry.schema.0.k", "ts.telemetry.schema", "ts.telemetry.schema.a.b.c"} {
@@ -178,6 +189,9 @@ func TestLayoutEveryStoredMessageReadByOneLane(t *testing.T) {
 			}
 			if p := engine.KeyPartition(tok[4], testLayout.Partitions); tok[3] != fmt.Sprint(p) {
 				t.Fatalf("stored %q: KeyPartition says partition %d, the server stored %s", subj, p, tok[3])
+			}
+			if subj != wantStored[seq] {
+				t.Fatalf("sequence %d stored as %q, StoredSubject said %q", seq, subj, wantStored[seq])
 			}
 			seen[seq] = lane.Key()
 			perPartition[tok[3]]++
