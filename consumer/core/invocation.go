@@ -1,7 +1,6 @@
 package core
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -272,22 +271,7 @@ func (c *Core) checkAgentDrift(ov *overlay, in Input, rec *BaselineRecord, u *Us
 		if rep.Manifest.Verdict != guards.DriftOnUsedFields {
 			return nil
 		}
-		sv := events.SchemaVerdict{
-			Verdict:             rep.Manifest.Verdict,
-			Directive:           rep.Manifest.Directive,
-			ManifestDigest:      rep.Manifest.ManifestDigest,
-			ToolID:              rec.ToolID,
-			AgentID:             u.AgentID,
-			Version:             cur.Version,
-			BaselineFingerprint: oldFP,
-			CurrentFingerprint:  cur.Fingerprint,
-			Changes:             rawJSON(rep.Changes),
-			Affected:            rawJSON(rep.Affected),
-			Migration:           rawJSON(rep.Migration),
-			GuardVersion:        guards.Version,
-		}
-		sv.InputEventID, sv.InputSubject, sv.InputSequence = verdictInput(in)
-		return c.verdict(ov, eff, in, sv)
+		return c.verdict(ov, eff, in, newSchemaVerdict(in, rep.Manifest, rec.ToolID, u.AgentID, oldFP, cur, &rep))
 	}
 
 	// The agent says which version it integrated against. When that
@@ -390,20 +374,5 @@ func (c *Core) integrated(ov *overlay, in Input, rec *BaselineRecord, curDef too
 	u.CheckedAgainst = cur.Fingerprint
 	m := guards.EvaluateSchema(guards.ToolSchema{ToolID: rec.ToolID, Version: cur.Version, SchemaFingerprint: cur.Fingerprint, UsedFields: u.Surface().Input},
 		&guards.SchemaBaseline{BaselineFingerprint: cur.Fingerprint})
-	sv := events.SchemaVerdict{
-		Verdict:             m.Verdict,
-		Directive:           m.Directive,
-		ManifestDigest:      m.ManifestDigest,
-		ToolID:              rec.ToolID,
-		AgentID:             u.AgentID,
-		Version:             cur.Version,
-		BaselineFingerprint: cur.Fingerprint,
-		CurrentFingerprint:  cur.Fingerprint,
-		Changes:             json.RawMessage(`[]`),
-		Affected:            json.RawMessage(`[]`),
-		Migration:           noMigration,
-		GuardVersion:        guards.Version,
-	}
-	sv.InputEventID, sv.InputSubject, sv.InputSequence = verdictInput(in)
-	return true, c.verdict(ov, eff, in, sv)
+	return true, c.verdict(ov, eff, in, newSchemaVerdict(in, m, rec.ToolID, u.AgentID, cur.Fingerprint, cur, nil))
 }

@@ -1,7 +1,6 @@
 package core
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -176,22 +175,7 @@ func (c *Core) matchVerdict(ov *overlay, eff *Effects, in Input, v ToolVersion, 
 	toolID := in.Event.Operator.ToolID
 	m := guards.EvaluateSchema(guards.ToolSchema{ToolID: toolID, Version: v.Version, SchemaFingerprint: v.Fingerprint},
 		&guards.SchemaBaseline{BaselineFingerprint: v.Fingerprint})
-	sv := events.SchemaVerdict{
-		Verdict:             m.Verdict,
-		Directive:           m.Directive,
-		ManifestDigest:      m.ManifestDigest,
-		ToolID:              toolID,
-		AgentID:             agent,
-		Version:             v.Version,
-		BaselineFingerprint: v.Fingerprint,
-		CurrentFingerprint:  v.Fingerprint,
-		Changes:             json.RawMessage(`[]`),
-		Affected:            json.RawMessage(`[]`),
-		Migration:           noMigration,
-		GuardVersion:        guards.Version,
-	}
-	sv.InputEventID, sv.InputSubject, sv.InputSequence = verdictInput(in)
-	return c.verdict(ov, eff, in, sv)
+	return c.verdict(ov, eff, in, newSchemaVerdict(in, m, toolID, agent, v.Fingerprint, v, nil))
 }
 
 // resetBaseline deletes the tool's baseline record, if it is still the

@@ -116,27 +116,7 @@ func (c *Core) observeTool(st *overlay, in Input, toolID, version string, tool e
 		defer redoWrites(eff, toolID)()
 	}
 	schemaVerdict := func(m guards.SchemaManifest, agent, baselineFP string, rep *toolschema.DriftReport) events.SchemaVerdict {
-		sv := events.SchemaVerdict{
-			Verdict:             m.Verdict,
-			Directive:           m.Directive,
-			ManifestDigest:      m.ManifestDigest,
-			ToolID:              toolID,
-			AgentID:             agent,
-			Version:             version,
-			BaselineFingerprint: baselineFP,
-			CurrentFingerprint:  v.Fingerprint,
-			Changes:             json.RawMessage(`[]`),
-			Affected:            json.RawMessage(`[]`),
-			Migration:           noMigration,
-			GuardVersion:        guards.Version,
-		}
-		sv.InputEventID, sv.InputSubject, sv.InputSequence = verdictInput(in)
-		if rep != nil {
-			sv.Changes = rawJSON(rep.Changes)
-			sv.Affected = rawJSON(rep.Affected)
-			sv.Migration = rawJSON(rep.Migration)
-		}
-		return sv
+		return newSchemaVerdict(in, m, toolID, agent, baselineFP, v, rep)
 	}
 
 	current := guards.ToolSchema{ToolID: toolID, Version: version, SchemaFingerprint: v.Fingerprint}
@@ -288,6 +268,35 @@ func toolFieldsChanged(a, b ToolVersion) bool {
 // noMigration is the migration of a verdict without drift: no steps. It is
 // shared by those verdicts, which only read it.
 var noMigration = rawJSON(toolschema.MigrationPlan{Steps: []toolschema.MigrationStep{}})
+
+// newSchemaVerdict is the one place the core builds a schema verdict: m's
+// decision about toolID's version cur against the baseline fingerprint
+// baselineFP, for agent ("" for the tool), recording in as its input. rep,
+// when not nil, gives its changes, affected fields and migration; without
+// it the verdict has none (empty lists, no migration steps).
+func newSchemaVerdict(in Input, m guards.SchemaManifest, toolID, agent, baselineFP string, cur ToolVersion, rep *toolschema.DriftReport) events.SchemaVerdict {
+	sv := events.SchemaVerdict{
+		Verdict:             m.Verdict,
+		Directive:           m.Directive,
+		ManifestDigest:      m.ManifestDigest,
+		ToolID:              toolID,
+		AgentID:             agent,
+		Version:             cur.Version,
+		BaselineFingerprint: baselineFP,
+		CurrentFingerprint:  cur.Fingerprint,
+		Changes:             json.RawMessage(`[]`),
+		Affected:            json.RawMessage(`[]`),
+		Migration:           noMigration,
+		GuardVersion:        guards.Version,
+	}
+	sv.InputEventID, sv.InputSubject, sv.InputSequence = verdictInput(in)
+	if rep != nil {
+		sv.Changes = rawJSON(rep.Changes)
+		sv.Affected = rawJSON(rep.Affected)
+		sv.Migration = rawJSON(rep.Migration)
+	}
+	return sv
+}
 
 // verdict encodes a schema verdict, with its action and summary
 // (SchemaVerdict.Describe), linked to the previous verdict about its tool,
