@@ -68,9 +68,13 @@ func (s *Status) TotalLag() uint64 {
 
 // ReadStatus reads the status of the deployment of cfg (its Prefix and
 // Durable; the partition count is the stream's) from the server. A missing
-// telemetry stream is jetstream.ErrStreamNotFound.
+// telemetry stream is jetstream.ErrStreamNotFound; an invalid prefix
+// ErrInvalidConfig.
 func ReadStatus(ctx context.Context, js jetstream.JetStream, cfg Config) (*Status, error) {
 	cfg = cfg.withDefaults()
+	if _, err := cfg.names(); err != nil {
+		return nil, err
+	}
 	stream, err := js.Stream(ctx, cfg.TelemetryStream())
 	if err != nil {
 		return nil, err

@@ -44,12 +44,12 @@ func DefaultMember() string {
 
 // MembersBucket is the bucket in which workers announce that they are
 // alive, for the assignment of lanes (<prefix>-members).
-func (c Config) MembersBucket() string { return c.withDefaults().Prefix + "-members" }
+func (c Config) MembersBucket() string { return c.bucket("-members") }
 
 // LeasesBucket is the bucket of the lanes' leases and checkpoints
 // (<prefix>-leases): one entry per lane, tools.<i>, composition and
 // directives.
-func (c Config) LeasesBucket() string { return c.withDefaults().Prefix + "-leases" }
+func (c Config) LeasesBucket() string { return c.bucket("-leases") }
 
 // provisionLaneBuckets creates or updates the members bucket (entries
 // expire after MemberTTL) and the leases bucket.

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolsentry/toolsentry/consumer/engine"
+	"github.com/toolsentry/toolsentry/events"
 )
 
 // Defaults of Config.
@@ -30,8 +31,8 @@ const (
 type Config struct {
 	// Prefix is the first subject token of every subject and the root of
 	// every resource name: streams are upper case (TOOLSENTRY_TELEMETRY),
-	// buckets lower case (toolsentry-baselines). Lower-case letters, digits,
-	// '-' and '_', starting with a letter.
+	// buckets lower case (toolsentry-baselines). 1 to 32 lower-case
+	// letters, digits, '-' and '_', starting with a letter (events.NewNames).
 	Prefix string
 	// Replicas of the streams, the consumer and the buckets: 1 for a
 	// single server, 3 for a cluster.
@@ -119,18 +120,16 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-var (
-	prefixRE  = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
-	durableRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
-)
+var durableRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
 // Validate reports the first setting that cannot work, wrapping
 // ErrInvalidConfig. Zero fields are valid: they take their defaults.
 func (c Config) Validate() error {
 	c = c.withDefaults()
+	if _, err := c.names(); err != nil {
+		return err
+	}
 	switch {
-	case !prefixRE.MatchString(c.Prefix):
-		return fmt.Errorf("%w: prefix %q: want lower-case letters, digits, '-' or '_', starting with a letter", ErrInvalidConfig, c.Prefix)
 	case c.Replicas < 1 || c.Replicas > 5:
 		return fmt.Errorf("%w: replicas %d: want 1 to 5", ErrInvalidConfig, c.Replicas)
 	case c.Duplicates < 0:
@@ -163,71 +162,106 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// names returns the subjects, streams and buckets of c's prefix (the
+// default when empty) as events.Names derives them: the one source of the
+// names below. A prefix that events.NewNames refuses is ErrInvalidConfig.
+func (c Config) names() (events.Names, error) {
+	n, err := events.NewNames(c.withDefaults().Prefix)
+	if err != nil {
+		return events.Names{}, fmt.Errorf("%w: %s", ErrInvalidConfig, strings.TrimPrefix(err.Error(), "events: "))
+	}
+	return n, nil
+}
+
+// name returns what f names for c's prefix, or "" when the prefix is
+// invalid (Validate says why): a name of no resource, never the default
+// deployment's.
+func (c Config) name(f func(events.Names) string) string {
+	n, err := c.names()
+	if err != nil {
+		return ""
+	}
+	return f(n)
+}
+
+// bucket is a bucket of the runtime's own, suffix after events.Names'
+// prefix ("" for an invalid prefix, as every name of Config).
+func (c Config) bucket(suffix string) string {
+	return c.name(func(n events.Names) string { return n.Prefix() + suffix })
+}
+
+// The names below are events.Names' for c's prefix, "" when it is invalid.
+
 // TelemetryStream is the name of the input stream (TOOLSENTRY_TELEMETRY).
-func (c Config) TelemetryStream() string { return c.streamName("TELEMETRY") }
+func (c Config) TelemetryStream() string { return c.name(events.Names.TelemetryStream) }
 
 // VerdictsStream is the name of the verdict stream (TOOLSENTRY_VERDICTS).
-func (c Config) VerdictsStream() string { return c.streamName("VERDICTS") }
+func (c Config) VerdictsStream() string { return c.name(events.Names.VerdictsStream) }
 
 // DLQStream is the name of the dead-letter stream (TOOLSENTRY_DLQ).
-func (c Config) DLQStream() string { return c.streamName("DLQ") }
-
-func (c Config) streamName(suffix string) string {
-	p := c.withDefaults().Prefix
-	return strings.ToUpper(strings.ReplaceAll(p, "-", "_")) + "_" + suffix
-}
+func (c Config) DLQStream() string { return c.name(events.Names.DeadLetterStream) }
 
 // TelemetrySubjects is a subject filter of every stored telemetry message
 // (toolsentry.telemetry.>), in the stored form and the legacy form stored
 // before the stream had its subject transform. The stream's own subjects
 // are the published form of the known kinds (Layout().StreamSubjects()).
-func (c Config) TelemetrySubjects() string { return c.TelemetryPrefix() + ".>" }
+func (c Config) TelemetrySubjects() string { return c.name(events.Names.TelemetrySubjects) }
 
 // TelemetryPrefix is the subject prefix of telemetry (toolsentry.telemetry).
-func (c Config) TelemetryPrefix() string { return c.withDefaults().Prefix + ".telemetry" }
+func (c Config) TelemetryPrefix() string { return filterPrefix(c.TelemetrySubjects()) }
 
 // VerdictsPrefix is the subject prefix of verdicts (toolsentry.verdicts).
-func (c Config) VerdictsPrefix() string { return c.withDefaults().Prefix + ".verdicts" }
+func (c Config) VerdictsPrefix() string { return filterPrefix(c.name(events.Names.VerdictsSubjects)) }
 
 // DLQPrefix is the subject prefix of dead letters (toolsentry.dlq).
-func (c Config) DLQPrefix() string { return c.withDefaults().Prefix + ".dlq" }
+func (c Config) DLQPrefix() string { return filterPrefix(c.name(events.Names.DeadLetterSubjects)) }
+
+// filterPrefix returns the subjects below a filter "<prefix>.>": its
+// prefix ("" for "").
+func filterPrefix(filter string) string { return strings.TrimSuffix(filter, ".>") }
 
 // DeadLetterSubject is the subject of a dead letter with the given reason
 // code: toolsentry.dlq.<reason>, so that an operator subscribes to one kind
 // of failure ("toolsentry.dlq.schema_invalid"); the original subject, stream
 // sequence and error are in the headers. A reason that is not a plain
-// lower-case token ([a-z0-9_]) is filed under "permanent".
+// lower-case token ([a-z0-9_]) is filed under "permanent". The engine's
+// reasons are more than events.Reason's, so the subject is DLQPrefix's and
+// the reason is checked here.
 func (c Config) DeadLetterSubject(reason string) string {
 	if reason == "" || strings.IndexFunc(reason, func(r rune) bool {
 		return (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '_'
 	}) >= 0 {
 		reason = ReasonPermanent
 	}
-	return c.DLQPrefix() + "." + reason
+	p := c.DLQPrefix()
+	if p == "" {
+		return ""
+	}
+	return p + "." + reason
 }
 
 // BaselinesBucket is the bucket of tool schema baselines
 // (toolsentry-baselines).
-func (c Config) BaselinesBucket() string { return c.withDefaults().Prefix + "-baselines" }
+func (c Config) BaselinesBucket() string { return c.name(events.Names.BaselinesBucket) }
 
 // UsageBucket is the bucket of the fields agents use per tool
 // (toolsentry-usage).
-func (c Config) UsageBucket() string { return c.withDefaults().Prefix + "-usage" }
+func (c Config) UsageBucket() string { return c.name(events.Names.UsageBucket) }
 
 // QualityBucket is the bucket of tool quality (toolsentry-quality).
-func (c Config) QualityBucket() string { return c.withDefaults().Prefix + "-quality" }
+func (c Config) QualityBucket() string { return c.name(events.Names.QualityBucket) }
 
 // OutcomesBucket is the bucket of tool outcome counters
 // (toolsentry-outcomes).
-func (c Config) OutcomesBucket() string { return c.withDefaults().Prefix + "-outcomes" }
+func (c Config) OutcomesBucket() string { return c.name(events.Names.OutcomesBucket) }
 
 // WorkflowsBucket is the bucket of workflow compositions
 // (toolsentry-workflows).
-func (c Config) WorkflowsBucket() string { return c.withDefaults().Prefix + "-workflows" }
+func (c Config) WorkflowsBucket() string { return c.name(events.Names.WorkflowsBucket) }
 
 // DirectivesBucket is the bucket of operator directives
 // (toolsentry-directives).
-func (c Config) DirectivesBucket() string { return c.withDefaults().Prefix + "-directives" }
+func (c Config) DirectivesBucket() string { return c.name(events.Names.DirectivesBucket) }
 
 // Resources are the handles Provision created or updated.
 type Resources struct {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/toolsentry/toolsentry/consumer"
 	"github.com/toolsentry/toolsentry/consumer/natstest"
+	"github.com/toolsentry/toolsentry/events"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -60,6 +62,55 @@ func TestConfigNames(t *testing.T) {
 	}
 	if got, want := (consumer.Config{Prefix: "acme-prod"}).TelemetryStream(), "ACME_PROD_TELEMETRY"; got != want {
 		t.Errorf("stream of prefix acme-prod = %q, want %q", got, want)
+	}
+}
+
+// TestConfigNamesAreEventsNames holds Config's names to events.Names, their
+// one source, and a prefix that events.NewNames refuses to an invalid
+// configuration that names no resource.
+func TestConfigNamesAreEventsNames(t *testing.T) {
+	for _, prefix := range []string{"", "toolsentry", "acme-prod", "a_b", strings.Repeat("x", 32)} {
+		c := consumer.Config{Prefix: prefix}
+		n, err := events.NewNames(c.Prefix)
+		if prefix == "" {
+			n, err = events.Names{}, nil
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := []string{
+			c.TelemetryStream(), c.VerdictsStream(), c.DLQStream(),
+			c.TelemetrySubjects(), c.TelemetryPrefix() + ".>", c.VerdictsPrefix() + ".>", c.DLQPrefix() + ".>",
+			c.BaselinesBucket(), c.UsageBucket(), c.QualityBucket(), c.OutcomesBucket(), c.WorkflowsBucket(), c.DirectivesBucket(),
+			c.MembersBucket(), c.LeasesBucket(), c.DeadLetterSubject(string(events.ReasonSchemaInvalid)),
+		}
+		dlq, err := n.DeadLetter(events.ReasonSchemaInvalid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{
+			n.TelemetryStream(), n.VerdictsStream(), n.DeadLetterStream(),
+			n.TelemetrySubjects(), n.TelemetrySubjects(), n.VerdictsSubjects(), n.DeadLetterSubjects(),
+			n.BaselinesBucket(), n.UsageBucket(), n.QualityBucket(), n.OutcomesBucket(), n.WorkflowsBucket(), n.DirectivesBucket(),
+			n.Prefix() + "-members", n.Prefix() + "-leases", dlq,
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("prefix %q: Config's names (-events.Names +Config):\n%s", prefix, diff)
+		}
+	}
+	for _, prefix := range []string{"Bad", "a.b", strings.Repeat("x", 33)} {
+		c := consumer.Config{Prefix: prefix}
+		if err := c.Validate(); !errors.Is(err, consumer.ErrInvalidConfig) {
+			t.Errorf("prefix %q: Validate = %v, want ErrInvalidConfig", prefix, err)
+		}
+		if _, err := events.NewNames(prefix); err == nil {
+			t.Errorf("prefix %q: events.NewNames accepts it", prefix)
+		}
+		for _, name := range []string{c.TelemetryStream(), c.BaselinesBucket(), c.LeasesBucket(), c.DLQPrefix(), c.DeadLetterSubject("schema_invalid")} {
+			if name != "" {
+				t.Errorf("prefix %q: a name %q, want none", prefix, name)
+			}
+		}
 	}
 }
 
