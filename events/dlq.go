@@ -4,9 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/toolsentry/toolsentry/guards"
 )
@@ -78,13 +76,16 @@ func ReasonFor(err error) (Reason, bool) {
 }
 
 // Header names. NATS header names are case-sensitive on the wire; these are
-// the spellings toolsentry writes (the same as package consumer).
+// the spellings toolsentry writes. Dead letters are built in one place, the
+// consumer engine (consumer/engine, which imports nothing of ours and so
+// declares the same names byte for byte; package consumer's tests hold the
+// two sets equal); ParseDeadLetter reads them.
 const (
 	HeaderMsgID       = "Nats-Msg-Id"  // JetStream deduplication id: the CloudEvent id
 	HeaderContentType = "Content-Type" // ContentTypeStructured on events toolsentry writes
 
 	HeaderDLQReason        = "Toolsentry-Dlq-Reason"        // a Reason
-	HeaderDLQError         = "Toolsentry-Dlq-Error"         // the error text, one line, at most MaxDLQErrorLen bytes
+	HeaderDLQError         = "Toolsentry-Dlq-Error"         // the error text, one line, at most 1024 bytes
 	HeaderOriginalSubject  = "Toolsentry-Original-Subject"  // the subject the message arrived on
 	HeaderOriginalSequence = "Toolsentry-Original-Sequence" // its sequence in HeaderOriginalStream, decimal
 	HeaderOriginalStream   = "Toolsentry-Original-Stream"   // the stream it was consumed from
@@ -98,20 +99,6 @@ const (
 // structured.
 const ContentTypeStructured = "application/cloudevents+json; charset=utf-8"
 
-// MaxDLQErrorLen caps the HeaderDLQError value.
-const MaxDLQErrorLen = 1024
-
-// Original is a message as it was consumed, before it is dead-lettered.
-type Original struct {
-	Stream    string
-	Subject   string
-	Sequence  uint64
-	Time      time.Time // the stream's timestamp; zero omits the header
-	Delivered uint64    // delivery count; 0 omits the header
-	Header    map[string][]string
-	Data      []byte
-}
-
 // DeadLetter is what the dead-letter headers say about a message.
 type DeadLetter struct {
 	Reason    Reason
@@ -122,53 +109,6 @@ type DeadLetter struct {
 	Time      time.Time // zero when absent
 	MsgID     string    // the original Nats-Msg-Id; "" when absent
 	Delivered uint64    // 0 when absent
-}
-
-// NewDeadLetter builds the dead letter of orig: the original bytes, the
-// original headers (so a binary-mode event keeps its ce- headers) except
-// NATS control headers (Nats-*, which would act on the dead-letter stream;
-// the original Nats-Msg-Id is kept as HeaderOriginalMsgID) and earlier
-// Toolsentry-* headers, and the dead-letter headers. Its id (Message.ID,
-// also its Nats-Msg-Id) is "dlq-<stream>-<sequence>", so a dead letter
-// published twice for the same message is deduplicated. cause may be nil.
-func (n Names) NewDeadLetter(reason Reason, cause error, orig Original) (Message, error) {
-	subject, err := n.DeadLetter(reason)
-	if err != nil {
-		return Message{}, err
-	}
-	h := make(map[string][]string, len(orig.Header)+9)
-	msgID := ""
-	for k, v := range orig.Header {
-		lower := strings.ToLower(k)
-		if lower == strings.ToLower(HeaderMsgID) && len(v) > 0 {
-			msgID = v[0]
-		}
-		if strings.HasPrefix(lower, "nats-") || strings.HasPrefix(lower, "toolsentry-") {
-			continue
-		}
-		h[k] = append([]string(nil), v...)
-	}
-	msg := ""
-	if cause != nil {
-		msg = headerSafe(cause.Error(), MaxDLQErrorLen)
-	}
-	id := "dlq-" + orig.Stream + "-" + strconv.FormatUint(orig.Sequence, 10)
-	h[HeaderDLQReason] = []string{string(reason)}
-	h[HeaderDLQError] = []string{msg}
-	h[HeaderOriginalSubject] = []string{headerSafe(orig.Subject, 4096)}
-	h[HeaderOriginalSequence] = []string{strconv.FormatUint(orig.Sequence, 10)}
-	h[HeaderOriginalStream] = []string{headerSafe(orig.Stream, 256)}
-	if !orig.Time.IsZero() {
-		h[HeaderOriginalTime] = []string{orig.Time.UTC().Format(time.RFC3339Nano)}
-	}
-	if msgID != "" {
-		h[HeaderOriginalMsgID] = []string{headerSafe(msgID, 1024)}
-	}
-	if orig.Delivered > 0 {
-		h[HeaderNumDelivered] = []string{strconv.FormatUint(orig.Delivered, 10)}
-	}
-	h[HeaderMsgID] = []string{id}
-	return Message{Subject: subject, ID: id, Header: h, Data: orig.Data}, nil
 }
 
 // ParseDeadLetter reads the dead-letter headers of a message from the
@@ -211,24 +151,4 @@ func ParseDeadLetter(header map[string][]string) (DeadLetter, error) {
 		}
 	}
 	return dl, nil
-}
-
-// headerSafe makes s a valid one-line header value: control characters
-// become spaces, and it is cut to at most max bytes on a rune boundary.
-func headerSafe(s string, max int) string {
-	s = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f) || r == utf8.RuneError {
-			return ' '
-		}
-		return r
-	}, s)
-	s = strings.TrimSpace(s)
-	if len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut]
 }

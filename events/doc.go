@@ -43,8 +43,7 @@
 //
 //	ev, err := events.Decode(msg.Subject(), msg.Headers(), msg.Data())
 //	if err != nil {
-//		reason, _ := events.ReasonFor(err) // permanent: Term, then dead-letter
-//		dl, _ := names.NewDeadLetter(reason, err, events.Original{Stream: ..., Subject: msg.Subject(), ...})
+//		reason, _ := events.ReasonFor(err) // permanent: the consumer engine dead-letters it
 //	}
 //	switch ev.Kind {
 //	case events.KindInvocation:
