@@ -10,6 +10,9 @@ import (
 // (publisher.Signer does: it adds the signature attribute and keeps the id
 // and subject). It must be deterministic, so that a verdict republished
 // for a redelivered input has the same bytes, and safe for concurrent use.
+// The verdicts come with the digest the core computed for the chain
+// (events.Message.Digest), which publisher.Signer signs without computing
+// it again.
 type Signer interface {
 	Sign(msg events.Message) (events.Message, error)
 }

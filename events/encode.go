@@ -19,6 +19,12 @@ type Message struct {
 	ID      string
 	Header  map[string][]string
 	Data    []byte
+	// Digest is Data's VerdictDigest when whoever built the message has
+	// computed it (consumer/core does, for the chain link), so that the
+	// signer does not compute it again (publisher.Signer.Sign); "" when
+	// unknown. It is set on an unsigned verdict only, whoever changes Data
+	// clears it, and it is not published.
+	Digest string
 }
 
 // Meta are the CloudEvents attributes a producer chooses.

@@ -29,8 +29,8 @@
 // under signature:
 //
 //	core: msg := names.NewSchemaVerdict(v, t, events.WithPrevious(head[chain]))
-//	      head[chain] = events.VerdictDigest(msg.Data)
-//	processor: signed := signer.Sign(msg) ─▶ publish
+//	      head[chain] = events.VerdictDigest(msg.Data); msg.Digest = head[chain]
+//	processor: signed := signer.Sign(msg) (takes msg.Digest) ─▶ publish
 //	verify: Auditor.Add(seq, ...) for each verdict in stream order ─▶ AuditReport
 //
 // VerifyVerdict checks one verdict; an Auditor checks a whole stream:

@@ -164,23 +164,32 @@ func (s *Signer) PublicKey() string { return s.public }
 // first (events.Names.Encode), and then signed. ed25519 is deterministic:
 // the same verdict signs to the same bytes, so a verdict republished for a
 // redelivered input is still dropped by the stream's duplicate window.
+//
+// The digest is msg.Digest when that is set (a valid digest: the core sets
+// it on the unsigned verdicts it builds, having computed it for the chain),
+// else computed from the body; the signed message has no Digest, so that
+// signing it again reads its signature.
 func (s *Signer) Sign(msg events.Message) (events.Message, error) {
 	names, err := verdictNames(msg.Subject)
 	if err != nil {
 		return events.Message{}, err
 	}
-	link, err := events.ReadChainLink(msg.Data)
-	if err != nil {
-		return events.Message{}, fmt.Errorf("%w: %s: %w", ErrNotVerdict, msg.ID, err)
+	digest, signed := msg.Digest, false
+	if !events.ValidDigest(digest) {
+		link, err := events.ReadChainLink(msg.Data)
+		if err != nil {
+			return events.Message{}, fmt.Errorf("%w: %s: %w", ErrNotVerdict, msg.ID, err)
+		}
+		digest, signed = link.Digest, link.Signature != ""
 	}
 	body := bytes.TrimRight(msg.Data, " \t\r\n")
-	if link.Signature != "" || !bytes.HasSuffix(body, []byte("}")) {
+	if signed || !bytes.HasSuffix(body, []byte("}")) {
 		if msg, err = reencodeUnsigned(names, msg); err != nil {
 			return events.Message{}, err
 		}
 		body = msg.Data
 	}
-	material, err := s.envelope(link.Digest)
+	material, err := s.envelope(digest)
 	if err != nil {
 		return events.Message{}, err
 	}
@@ -191,7 +200,7 @@ func (s *Signer) Sign(msg events.Message) (events.Message, error) {
 	out = append(out, `":"`...)
 	out = append(out, material...) // Base64: nothing to escape
 	out = append(out, `"}`...)
-	msg.Data = out
+	msg.Data, msg.Digest = out, ""
 	return msg, nil
 }
 

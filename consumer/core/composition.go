@@ -250,6 +250,7 @@ func (c *Core) compositionVerdict(eff *Effects, in Input, compositionID string, 
 	if err != nil {
 		return "", fmt.Errorf("digest of verdict %s: %w", msg.ID, err)
 	}
+	msg.Digest = digest // computed once: the signer takes it
 	eff.Verdicts = append(eff.Verdicts, msg)
 	return digest, nil
 }

@@ -319,6 +319,7 @@ func (c *Core) verdict(ov *overlay, eff *Effects, in Input, sv events.SchemaVerd
 	if o.Chain, err = events.VerdictDigest(msg.Data); err != nil {
 		return fmt.Errorf("digest of verdict %s: %w", msg.ID, err)
 	}
+	msg.Digest = o.Chain // computed once: the signer takes it
 	o.ChainSeq = in.Seq
 	if in.Event.SchemaObserved != nil {
 		o.ObservedSeq = in.Seq
