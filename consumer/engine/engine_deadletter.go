@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -117,14 +119,20 @@ func (e *Engine) deadLetter(ctx context.Context, m *Message, reason string, caus
 	}
 }
 
-// headerSafe makes s a single-line header value of bounded length.
+// headerSafe makes s a single-line header value of at most maxErrorHeader
+// bytes, cut between characters, with control characters and invalid
+// UTF-8 as spaces.
 func headerSafe(s string) string {
 	if len(s) > maxErrorHeader {
-		s = s[:maxErrorHeader]
+		cut := maxErrorHeader
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut-- // not inside a character
+		}
+		s = s[:cut]
 	}
 	return strings.Map(func(r rune) rune {
-		if r == '\r' || r == '\n' {
-			return ' '
+		if unicode.IsControl(r) || r == utf8.RuneError {
+			return ' ' // CR and LF would end the header; the rest is unreadable
 		}
 		return r
 	}, s)

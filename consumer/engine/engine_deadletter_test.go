@@ -3,8 +3,10 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go"
@@ -48,5 +50,16 @@ func TestDeadLetterMsg(t *testing.T) {
 	}
 	if got := (&Engine{}).deadLetterMsg(m, "Not A Token", errors.New("x")).Subject; got != DefaultDeadLetterPrefix+"."+ReasonPermanent {
 		t.Errorf("subject of a reason that is no token: %q", got)
+	}
+}
+
+func TestHeaderSafeKeepsCharactersWhole(t *testing.T) {
+	long := strings.Repeat("a", maxErrorHeader-1) + "é and more"
+	got := headerSafe(long)
+	if !utf8.ValidString(got) || len(got) != maxErrorHeader-1 {
+		t.Errorf("cut of %d bytes at a two-byte character: %d bytes, valid UTF-8 %v; want %d, valid", len(long), len(got), utf8.ValidString(got), maxErrorHeader-1)
+	}
+	if got := headerSafe("bad\r\nline\x00tab\tend\xff"); got != "bad  line tab end " {
+		t.Errorf("headerSafe = %q, want control characters and invalid bytes as spaces", got)
 	}
 }
