@@ -36,13 +36,10 @@ func isPermanent(err error) bool { return errors.Is(err, ErrPermanent) }
 // StartServer when a setting cannot work.
 var ErrInvalidConfig = errors.New("invalid configuration")
 
-// ErrNoAnswer is returned (wrapped, with the request's error) by Provision
-// when one of its JetStream API requests got no answer within
-// provisionRequestTimeout, as happens to all but one of several workers
-// creating the same stream, bucket or consumer on a cluster at the same
-// time. Provisioning again succeeds: the resource exists by then.
-// StartService tries again by itself until ProvisionTimeout.
-var ErrNoAnswer = errors.New("no answer from the JetStream API")
+// ErrNoAnswer is returned (wrapped) by Provision when one of its JetStream
+// API requests got no answer in time (engine.ErrNoAnswer); StartService
+// tries again by itself until ProvisionTimeout.
+var ErrNoAnswer = engine.ErrNoAnswer
 
 // ErrPartitionsMismatch is returned by Lanes.Run (and so Service.Run) when
 // another live worker announces a different Config.Partitions: the two

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolsentry/toolsentry/consumer/engine"
 )
 
 // Defaults of the scale-out settings of Config.
@@ -64,7 +66,7 @@ func provisionLaneBuckets(ctx context.Context, js jetstream.JetStream, res *Reso
 		{&res.Leases, jetstream.KeyValueConfig{Bucket: cfg.LeasesBucket(), Description: "toolsentry lanes: owner, epoch and checkpoint of each lane",
 			History: 1, Storage: jetstream.FileStorage, Replicas: cfg.Replicas}},
 	} {
-		kv, err := createOrUpdateKeyValue(ctx, js, b.kc)
+		kv, err := engine.CreateOrUpdateKeyValue(ctx, js, b.kc)
 		if err != nil {
 			return fmt.Errorf("provisioning bucket %s: %w", b.kc.Bucket, err)
 		}
@@ -79,13 +81,13 @@ func provisionLaneBuckets(ctx context.Context, js jetstream.JetStream, res *Reso
 // are none. Inputs above that floor that were applied are skipped by the
 // state's last-applied sequence per key.
 func resumeSequence(ctx context.Context, stream jetstream.Stream, cfg Config) (uint64, error) {
-	return provisionRequest(ctx, func(ctx context.Context) (uint64, error) { return lowestAckFloor(ctx, stream, cfg.Durable) })
+	return engine.ProvisionRequest(ctx, func(ctx context.Context) (uint64, error) { return lowestAckFloor(ctx, stream, cfg.Durable) })
 }
 
 // ackFloorAfter is the sequence after the ack floor of the durable consumer
 // named durable on stream, 1 when it does not exist.
 func ackFloorAfter(ctx context.Context, stream jetstream.Stream, durable string) (uint64, error) {
-	return provisionRequest(ctx, func(ctx context.Context) (uint64, error) {
+	return engine.ProvisionRequest(ctx, func(ctx context.Context) (uint64, error) {
 		c, err := stream.Consumer(ctx, durable)
 		if errors.Is(err, jetstream.ErrConsumerNotFound) {
 			return 1, nil

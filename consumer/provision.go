@@ -286,7 +286,7 @@ type Resources struct {
 // Provision creates the streams, the durable consumer and the KV buckets of
 // cfg, or updates them to cfg if they exist. It is idempotent and safe to
 // run from several workers at once; every process runs it at start. Each of
-// its requests is bounded by provisionRequestTimeout: one that got no
+// its requests is bounded by engine.ProvisionRequestTimeout: one that got no
 // answer (ErrNoAnswer: another worker was creating the same resource on a
 // cluster) or that the cluster could not serve yet is for the caller to
 // try again, as StartService does.
@@ -328,7 +328,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) (*Resour
 		if s.dst == &res.Telemetry {
 			st, res.Layout, err = createOrUpdateTelemetry(ctx, js, sc, layout)
 		} else {
-			st, err = createOrUpdateStream(ctx, js, sc)
+			st, err = engine.CreateOrUpdateStream(ctx, js, sc)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("provisioning stream %s: %w", s.name, err)
@@ -360,7 +360,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) (*Resour
 			Storage:     jetstream.FileStorage,
 			Replicas:    cfg.Replicas,
 		}
-		kv, err := createOrUpdateKeyValue(ctx, js, kc)
+		kv, err := engine.CreateOrUpdateKeyValue(ctx, js, kc)
 		if err != nil {
 			return nil, fmt.Errorf("provisioning bucket %s: %w", b.name, err)
 		}
@@ -399,7 +399,7 @@ func sameStream(old, want jetstream.StreamConfig, md map[string]string) bool {
 func createOrUpdateTelemetry(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig, layout engine.Layout) (jetstream.Stream, engine.StreamLayout, error) {
 	fresh := sc
 	fresh.Metadata = layout.Metadata(1)
-	st, err := provisionRequest(ctx, func(ctx context.Context) (jetstream.Stream, error) {
+	st, err := engine.ProvisionRequest(ctx, func(ctx context.Context) (jetstream.Stream, error) {
 		return js.CreateStream(ctx, fresh)
 	})
 	if err == nil {
@@ -410,11 +410,11 @@ func createOrUpdateTelemetry(ctx context.Context, js jetstream.JetStream, sc jet
 	}
 	update := func(md map[string]string) (jetstream.Stream, error) {
 		sc.Metadata = md
-		return provisionRequest(ctx, func(ctx context.Context) (jetstream.Stream, error) {
+		return engine.ProvisionRequest(ctx, func(ctx context.Context) (jetstream.Stream, error) {
 			return js.UpdateStream(ctx, sc)
 		})
 	}
-	st, err = provisionRequest(ctx, func(ctx context.Context) (jetstream.Stream, error) {
+	st, err = engine.ProvisionRequest(ctx, func(ctx context.Context) (jetstream.Stream, error) {
 		return js.Stream(ctx, sc.Name)
 	})
 	if err != nil {
@@ -437,7 +437,7 @@ func createOrUpdateTelemetry(ctx context.Context, js jetstream.JetStream, sc jet
 	if st, err = update(nil); err != nil {
 		return nil, engine.StreamLayout{}, err
 	}
-	info, err := provisionRequest(ctx, func(ctx context.Context) (*jetstream.StreamInfo, error) {
+	info, err := engine.ProvisionRequest(ctx, func(ctx context.Context) (*jetstream.StreamInfo, error) {
 		return st.Info(ctx)
 	})
 	if err != nil {

@@ -2,165 +2,34 @@ package consumer
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/rs/zerolog"
+
+	"github.com/toolsentry/toolsentry/consumer/engine"
 )
 
 // ProvisionTimeout bounds StartService's provisioning when its context has
-// no deadline. Creating a replicated stream or bucket waits for its RAFT
-// group to elect a leader, which takes seconds on a cluster; a cluster that
-// is still forming takes longer.
-const ProvisionTimeout = 2 * time.Minute
-
-// provisionRequestTimeout bounds each JetStream API request of
-// provisioning, whatever the deadline of the caller's context (nats.go
-// applies its own 5s default only to a context without one). A request
-// that gets no answer within it fails with ErrNoAnswer, and StartService
-// tries again. A JetStream cluster does not answer every request of
-// creators racing each other (see createOrUpdateStream; nats-server
-// #3677 was another case): without this bound a worker waited for all of
-// ProvisionTimeout and exited with "context deadline exceeded".
-var provisionRequestTimeout = 5 * time.Second
-
-// The delays between provisioning attempts while the cluster forms.
-const (
-	provisionRetryMin = 250 * time.Millisecond
-	provisionRetryMax = 5 * time.Second
-)
-
-// JetStream API error codes of a cluster that is not ready (nats.go has no
-// constants for them).
-const (
-	jsErrCodeClusterNoPeers   jetstream.ErrorCode = 10005 // no suitable peers for placement (a peer offline)
-	jsErrCodeClusterNotAvail  jetstream.ErrorCode = 10008 // JetStream system temporarily unavailable
-	jsErrCodeClusterNotLeader jetstream.ErrorCode = 10009 // JetStream cluster can not handle request (no meta leader)
-)
+// no deadline (engine.ProvisionTimeout).
+const ProvisionTimeout = engine.ProvisionTimeout
 
 // provision runs Provision under ProvisionTimeout unless ctx has a
 // deadline, and tries again while the cluster cannot place the streams and
-// buckets yet or a request went unanswered (clusterForming): workers
+// buckets yet or a request went unanswered (engine.ClusterForming): workers
 // started together, with each other or with their NATS cluster, as a
 // rollout does, wait for it instead of exiting.
 func provision(ctx context.Context, js jetstream.JetStream, cfg Config) (*Resources, error) {
-	return retryProvisioning(ctx, func(ctx context.Context) (*Resources, error) {
+	return engine.RetryProvisioning(ctx, func(ctx context.Context) (*Resources, error) {
 		return Provision(ctx, js, cfg)
 	})
 }
 
 // provisionConsumer creates or updates the durable consumer cc on stream as
 // provision does the resources of Provision: each request bounded by
-// provisionRequestTimeout, tried again while clusterForming.
+// engine.ProvisionRequestTimeout, tried again while engine.ClusterForming.
 func provisionConsumer(ctx context.Context, stream jetstream.Stream, cc jetstream.ConsumerConfig) (jetstream.Consumer, error) {
-	return retryProvisioning(ctx, func(ctx context.Context) (jetstream.Consumer, error) {
-		return provisionRequest(ctx, func(ctx context.Context) (jetstream.Consumer, error) {
+	return engine.RetryProvisioning(ctx, func(ctx context.Context) (jetstream.Consumer, error) {
+		return engine.ProvisionRequest(ctx, func(ctx context.Context) (jetstream.Consumer, error) {
 			return stream.CreateOrUpdateConsumer(ctx, cc)
 		})
 	})
-}
-
-// retryProvisioning runs attempt, under ProvisionTimeout unless ctx has a
-// deadline, until it succeeds, fails with an error that waiting cannot fix,
-// or the deadline passes; between attempts it waits, doubling from
-// provisionRetryMin to provisionRetryMax, and logs why.
-func retryProvisioning[T any](ctx context.Context, attempt func(context.Context) (T, error)) (T, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, ProvisionTimeout)
-		defer cancel()
-	}
-	wait := provisionRetryMin
-	for n := 1; ; n++ {
-		v, err := attempt(ctx)
-		if err == nil || !clusterForming(err) || ctx.Err() != nil {
-			return v, err
-		}
-		msg := "the JetStream cluster cannot place the streams and buckets yet (a node still starting?); trying again"
-		if errors.Is(err, ErrNoAnswer) {
-			msg = "a provisioning request got no answer (the cluster still electing its leader, or another worker creating the same resource at the same time?); trying again"
-		}
-		zerolog.Ctx(ctx).Warn().Err(err).Int("attempt", n).Dur("retry_in", wait).Msg(msg)
-		select {
-		case <-ctx.Done():
-			var zero T
-			return zero, fmt.Errorf("%w (gave up waiting for the cluster after %d attempts: %w)", err, n, ctx.Err())
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, provisionRetryMax)
-	}
-}
-
-// provisionRequest runs call, one JetStream API request, with a deadline
-// of provisionRequestTimeout (or ctx's, if sooner). When that deadline
-// passes before ctx's, the error wraps ErrNoAnswer.
-func provisionRequest[T any](ctx context.Context, call func(context.Context) (T, error)) (T, error) {
-	rctx, cancel := context.WithTimeout(ctx, provisionRequestTimeout)
-	defer cancel()
-	v, err := call(rctx)
-	if err != nil && ctx.Err() == nil && rctx.Err() != nil {
-		var zero T
-		return zero, fmt.Errorf("%w within %s: %w", ErrNoAnswer, provisionRequestTimeout, err)
-	}
-	return v, err
-}
-
-// createOrUpdateStream creates the stream of cfg, or updates it when it
-// exists with another configuration: nats.go's CreateOrUpdateStream in the
-// other order. Asking for an update first answers "not found" to every
-// worker of a new deployment, which all then create; an update that reaches
-// the meta leader while another worker's create is in flight replaces the
-// create's assignment, and neither request is ever answered (nats-server
-// v2.15.3: jsClusteredStreamUpdateRequestLocked takes the in-flight
-// assignment). Concurrent creates of one configuration are all answered,
-// and a create of the configuration a stream has is answered as a success.
-func createOrUpdateStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
-	st, err := provisionRequest(ctx, func(ctx context.Context) (jetstream.Stream, error) {
-		return js.CreateStream(ctx, cfg)
-	})
-	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-		st, err = provisionRequest(ctx, func(ctx context.Context) (jetstream.Stream, error) {
-			return js.UpdateStream(ctx, cfg)
-		})
-	}
-	return st, err
-}
-
-// createOrUpdateKeyValue is createOrUpdateStream for a bucket.
-func createOrUpdateKeyValue(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
-	kv, err := provisionRequest(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
-		return js.CreateKeyValue(ctx, cfg)
-	})
-	if errors.Is(err, jetstream.ErrBucketExists) {
-		kv, err = provisionRequest(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
-			return js.UpdateKeyValue(ctx, cfg)
-		})
-	}
-	return kv, err
-}
-
-// clusterForming reports whether err is one that a JetStream cluster
-// returns while it forms or a node is down, or a request that got no
-// answer: trying again later may succeed. No placement for the replicas
-// asked is among them; if the cluster has fewer nodes than replicas it
-// stays so, and provisioning fails at ProvisionTimeout with that error.
-func clusterForming(err error) bool {
-	if errors.Is(err, ErrNoAnswer) {
-		return true
-	}
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) {
-		switch apiErr.ErrorCode {
-		case jsErrCodeClusterNoPeers, jsErrCodeClusterNotAvail, jsErrCodeClusterNotLeader:
-			return true
-		}
-		return false
-	}
-	// A request that timed out (no meta leader to answer yet) is tried
-	// again; no responder at all means JetStream is not enabled: said at
-	// once.
-	return errors.Is(err, nats.ErrTimeout)
 }

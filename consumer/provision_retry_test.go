@@ -2,8 +2,6 @@ package consumer
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,28 +10,9 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-)
 
-func TestClusterForming(t *testing.T) {
-	for _, c := range []struct {
-		err  error
-		want bool
-	}{
-		{&jetstream.APIError{Code: 400, ErrorCode: jsErrCodeClusterNoPeers, Description: "no suitable peers for placement, peer offline"}, true},
-		{fmt.Errorf("provisioning bucket x: %w", &jetstream.APIError{Code: 503, ErrorCode: jsErrCodeClusterNotAvail}), true},
-		{&jetstream.APIError{Code: 500, ErrorCode: jsErrCodeClusterNotLeader}, true},
-		{fmt.Errorf("creating stream: %w", nats.ErrNoResponders), false},
-		{nats.ErrTimeout, true},
-		{&jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamNameInUse}, false},
-		{&jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeBadRequest}, false},
-		{context.DeadlineExceeded, false},
-		{errors.New("stream TOOLSENTRY_TELEMETRY exists with other subjects"), false},
-	} {
-		if got := clusterForming(c.err); got != c.want {
-			t.Errorf("clusterForming(%v) = %t, want %t", c.err, got, c.want)
-		}
-	}
-}
+	"github.com/toolsentry/toolsentry/consumer/engine"
+)
 
 // Provisioning while the JetStream API answers that the cluster is not
 // ready tries again until its deadline, then says so; an error that waiting
@@ -87,7 +66,7 @@ func TestProvisionTriesAgainWhileTheClusterForms(t *testing.T) {
 	if err == nil {
 		t.Fatal("provisioned on an unavailable cluster")
 	}
-	if !strings.Contains(err.Error(), "gave up waiting for the cluster after") || !clusterForming(err) {
+	if !strings.Contains(err.Error(), "gave up waiting for the cluster after") || !engine.ClusterForming(err) {
 		t.Errorf("error %q: want the cluster's last answer and the give-up", err)
 	}
 	if time.Since(start) < time.Second || requests.Load() < 3 {
@@ -102,49 +81,8 @@ func TestProvisionTriesAgainWhileTheClusterForms(t *testing.T) {
 	updateAnswer.Store(`{"type":"io.nats.jetstream.api.v1.stream_update_response","error":{"code":500,"err_code":10052,"description":"stream configuration update can not change subjects"}}`)
 	infoAnswer.Store(`{"type":"io.nats.jetstream.api.v1.stream_info_response","config":{"name":"TOOLSENTRY_TELEMETRY","subjects":["toolsentry.telemetry.>"]},"state":{}}`)
 	requests.Store(0)
-	if _, err := provision(context.Background(), js, Config{}); err == nil || clusterForming(err) || requests.Load() != 3 ||
+	if _, err := provision(context.Background(), js, Config{}); err == nil || engine.ClusterForming(err) || requests.Load() != 3 ||
 		!strings.Contains(err.Error(), "can not change subjects") {
 		t.Errorf("a configuration conflict: %v after %d requests: want the update's refusal at once", err, requests.Load())
-	}
-}
-
-// A provisioning request that gets no answer fails with ErrNoAnswer after
-// provisionRequestTimeout, whatever the deadline of its context, and is
-// tried again; a context that ends first is its own error.
-func TestProvisionRequestWithoutAnswer(t *testing.T) {
-	defer func(d time.Duration) { provisionRequestTimeout = d }(provisionRequestTimeout)
-	provisionRequestTimeout = 100 * time.Millisecond
-	silent := func(ctx context.Context) (int, error) {
-		<-ctx.Done()
-		return 0, ctx.Err()
-	}
-
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	start := time.Now()
-	_, err := provisionRequest(ctx, silent)
-	if !errors.Is(err, ErrNoAnswer) || !clusterForming(err) {
-		t.Errorf("no answer: %v, want ErrNoAnswer, tried again", err)
-	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Errorf("no answer after %s: want provisionRequestTimeout, not the context's minute", d)
-	}
-
-	short, cancelShort := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	defer cancelShort()
-	if _, err := provisionRequest(short, silent); errors.Is(err, ErrNoAnswer) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("context ended first: %v, want its deadline, not ErrNoAnswer", err)
-	}
-
-	// Tried again until an answer comes.
-	var calls atomic.Int64
-	v, err := retryProvisioning(ctx, func(ctx context.Context) (int, error) {
-		if calls.Add(1) < 3 {
-			return provisionRequest(ctx, silent)
-		}
-		return 42, nil
-	})
-	if err != nil || v != 42 || calls.Load() != 3 {
-		t.Errorf("retried: %d, %v after %d attempts: want 42 at the third", v, err, calls.Load())
 	}
 }

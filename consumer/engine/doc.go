@@ -106,6 +106,14 @@
 // every revision the bucket held, which a new lease holder does before it
 // handles its lane's keys. A view follows its bucket until Close.
 //
+// # Provisioning
+//
+// RetryProvisioning, ProvisionRequest and CreateOrUpdateStream/KeyValue
+// (provision.go) create what a lane reads and writes on a cluster that may
+// still be forming, next to workers doing the same: each request bounded,
+// one that got no answer (ErrNoAnswer) or that the cluster cannot serve yet
+// (ClusterForming) tried again with backoff until ProvisionTimeout.
+//
 // # Close
 //
 // Close stops reading, lets in-flight calls finish within ShutdownTimeout
