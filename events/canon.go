@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/gowebpki/jcs"
+
+	"github.com/toolsentry/toolsentry/guards"
 )
 
 // readChainLinkFast is ReadChainLink in one pass over the body, for a
@@ -514,7 +516,7 @@ func (c *canonWriter) str(m *canonMember) bool {
 			if !ok {
 				return false
 			}
-			c.out = appendCanonicalRune(c.out, r)
+			c.out = guards.AppendJSONRune(c.out, r, guards.Canonical)
 			if m != nil {
 				c.keys = utf8.AppendRune(c.keys, r)
 			}
@@ -567,30 +569,6 @@ func (c *canonWriter) escape() (rune, bool) {
 		return r, true
 	}
 	return 0, false
-}
-
-// appendCanonicalRune writes one decoded character of a string as
-// jcs.Transform does.
-func appendCanonicalRune(dst []byte, r rune) []byte {
-	const hex = "0123456789abcdef"
-	switch r {
-	case '"', '\\':
-		return append(dst, '\\', byte(r))
-	case '\b':
-		return append(dst, '\\', 'b')
-	case '\f':
-		return append(dst, '\\', 'f')
-	case '\n':
-		return append(dst, '\\', 'n')
-	case '\r':
-		return append(dst, '\\', 'r')
-	case '\t':
-		return append(dst, '\\', 't')
-	}
-	if r < 0x20 {
-		return append(dst, '\\', 'u', '0', '0', hex[r>>4], hex[r&0xf])
-	}
-	return utf8.AppendRune(dst, r)
 }
 
 // number writes a number as ECMAScript formats its IEEE double, as

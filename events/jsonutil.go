@@ -3,7 +3,8 @@ package events
 import (
 	"bytes"
 	"encoding/json"
-	"unicode/utf8"
+
+	"github.com/toolsentry/toolsentry/guards"
 )
 
 // marshalJSON is json.Marshal without HTML escaping and without the
@@ -27,38 +28,9 @@ func rawOf(v any) (json.RawMessage, error) {
 	return marshalJSON(v)
 }
 
-// appendJSONString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD,
-// as encoding/json does.
+// appendJSONString appends s as a JSON string the way the CloudEvents
+// envelope writes its attributes: RFC 8785's string form (U+2028 and U+2029
+// as they are) with invalid UTF-8 as \ufffd, as encoding/json writes it.
 func appendJSONString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
-				dst = append(dst, '\\', c)
-			case c == '\n':
-				dst = append(dst, '\\', 'n')
-			case c == '\r':
-				dst = append(dst, '\\', 'r')
-			case c == '\t':
-				dst = append(dst, '\\', 't')
-			case c < 0x20:
-				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-			default:
-				dst = append(dst, c)
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, `\ufffd`...)
-		} else {
-			dst = append(dst, s[i:i+size]...)
-		}
-		i += size
-	}
-	return append(dst, '"')
+	return guards.AppendJSONString(dst, s, guards.EscapeInvalidUTF8)
 }

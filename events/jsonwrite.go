@@ -8,7 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/toolsentry/toolsentry/guards"
 )
 
 // This file writes the payloads that the hot path marshals (a schema
@@ -18,64 +19,19 @@ import (
 // FuzzEncodeInvocation check against encoding/json.
 
 // appendMarshalString appends s as encoding/json writes a string without
-// HTML escaping: '"' and '\\' escaped, control characters as \b \f \n \r
-// \t or \u00xx, U+2028 and U+2029 as \u2028 and \u2029, invalid UTF-8 as
-// \ufffd, everything else as it is. (appendJSONString differs in \b, \f,
-// U+2028 and U+2029.)
-func appendMarshalString(dst []byte, s string) []byte { return appendEncodedString(dst, s, false) }
+// HTML escaping (guards.Marshal). (appendJSONString differs in U+2028 and
+// U+2029, which it writes as they are.)
+func appendMarshalString(dst []byte, s string) []byte {
+	return guards.AppendJSONString(dst, s, guards.Marshal)
+}
 
 // appendEncodedString appends s as encoding/json writes a string, with
 // HTML escaping (<, > and & as \u003c, \u003e and \u0026) or without.
 func appendEncodedString(dst []byte, s string, html bool) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if b := s[i]; b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' && (!html || b != '<' && b != '>' && b != '&') {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '\\', '"':
-				dst = append(dst, '\\', b)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		c, size := utf8.DecodeRuneInString(s[i:])
-		if c == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if c == '\u2028' || c == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hex[c&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
+	if html {
+		return guards.AppendJSONString(dst, s, guards.MarshalHTML)
 	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
+	return guards.AppendJSONString(dst, s, guards.Marshal)
 }
 
 // rawMessageType is the type encoding/json names in the error of a raw

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/toolsentry/toolsentry/events"
+	"github.com/toolsentry/toolsentry/guards"
 	"github.com/toolsentry/toolsentry/publisher"
 )
 
@@ -763,7 +764,7 @@ func (r *emitReader) toolsList(result json.RawMessage) (events.Message, error) {
 	return r.names.Encode(ev)
 }
 
+// writeJSONString writes s as json.Marshal writes a string.
 func writeJSONString(b *bytes.Buffer, s string) {
-	enc, _ := json.Marshal(s) // a string always marshals
-	b.Write(enc)
+	b.Write(guards.AppendJSONString(b.AvailableBuffer(), s, guards.MarshalHTML))
 }

@@ -733,49 +733,11 @@ func appendCanonicalValue(dst []byte, v any, depth int) ([]byte, error) {
 	return nil, fmt.Errorf("%w: %T is not a JSON value", guards.ErrInvalid, v)
 }
 
-// hexDigits writes the \u00XX escapes of control characters.
-const hexDigits = "0123456789abcdef"
-
-// appendCanonicalString writes s as RFC 8785 does: quote, backslash and the
-// control characters escaped (\b \t \n \f \r by name, others as \u00xx),
-// everything else as UTF-8. Invalid UTF-8 is written as U+FFFD.
+// appendCanonicalString writes s as RFC 8785 does (guards.Canonical):
+// quote, backslash and the control characters escaped, everything else as
+// UTF-8, invalid UTF-8 as U+FFFD.
 func appendCanonicalString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"':
-				dst = append(dst, '\\', '"')
-			case c == '\\':
-				dst = append(dst, '\\', '\\')
-			case c == '\b':
-				dst = append(dst, '\\', 'b')
-			case c == '\t':
-				dst = append(dst, '\\', 't')
-			case c == '\n':
-				dst = append(dst, '\\', 'n')
-			case c == '\f':
-				dst = append(dst, '\\', 'f')
-			case c == '\r':
-				dst = append(dst, '\\', 'r')
-			case c < 0x20:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			default:
-				dst = append(dst, c)
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = utf8.AppendRune(dst, utf8.RuneError)
-		} else {
-			dst = append(dst, s[i:i+size]...)
-		}
-		i += size
-	}
-	return append(dst, '"')
+	return guards.AppendJSONString(dst, s, guards.Canonical)
 }
 
 // compareUTF16 orders strings by their UTF-16 code units, as RFC 8785 sorts
