@@ -68,6 +68,13 @@ func plainMask(esc Escaping) uint8 {
 
 // AppendJSONString appends s to dst as a JSON string, quotes included,
 // escaped as esc says.
+//
+// This is the seam where encoding/json/v2 (GOEXPERIMENT=jsonv2 in Go 1.26)
+// will replace ours. jsontext.AppendQuote writes the Canonical form (and
+// reports invalid UTF-8 as an error); a jsontext.Encoder with EscapeForJS
+// and EscapeForHTML writes the Marshal forms, except that it writes invalid
+// UTF-8 as U+FFFD itself, not as \ufffd, so the EscapeInvalidUTF8 forms
+// (payloads, envelope) would change bytes there.
 func AppendJSONString(dst []byte, s string, esc Escaping) []byte {
 	mask := plainMask(esc)
 	dst = append(dst, '"')
