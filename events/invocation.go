@@ -377,6 +377,27 @@ func (p *parser) typeName() (toolschema.TypeSet, bool) {
 	return t, err == nil
 }
 
+// The members of an invocation's outcome, as bits of a set.
+const (
+	outStatus = 1 << iota
+	outErrorType
+	outCorrect
+)
+
+// outcomeMember returns the bit of a member of the outcome object; 0 for a
+// member the schema does not allow (additionalProperties is false).
+func outcomeMember(name string) int {
+	switch name {
+	case "status":
+		return outStatus
+	case "error_type":
+		return outErrorType
+	case "correct":
+		return outCorrect
+	}
+	return 0
+}
+
 // outcome reads the outcome object into blk: status "ok" or "error"
 // (required), error_type a string of 1 to invRefLen code points, correct a
 // boolean, nothing else.
@@ -386,7 +407,6 @@ func (p *parser) outcome(blk *invocationBlock) bool {
 	}
 	p.i++
 	o := &blk.outcome
-	const status, errorType, correct = 1, 2, 4
 	seen := 0
 	p.skipSpace()
 	for {
@@ -394,10 +414,9 @@ func (p *parser) outcome(blk *invocationBlock) bool {
 		if !ok {
 			return false
 		}
-		bit := 0
-		switch key {
-		case "status":
-			bit = status
+		bit := outcomeMember(key)
+		switch bit {
+		case outStatus:
 			s, ok := p.boundedString(len("error"))
 			switch {
 			case !ok:
@@ -409,14 +428,12 @@ func (p *parser) outcome(blk *invocationBlock) bool {
 			default:
 				return false
 			}
-		case "error_type":
-			bit = errorType
+		case outErrorType:
 			var ok bool
 			if o.ErrorType, ok = p.keptString(invRefLen); !ok {
 				return false
 			}
-		case "correct":
-			bit = correct
+		case outCorrect:
 			switch {
 			case p.i < len(p.b) && p.b[p.i] == 't' && p.literal("true") == nil:
 				blk.correct = true
@@ -438,7 +455,7 @@ func (p *parser) outcome(blk *invocationBlock) bool {
 		if more {
 			continue
 		}
-		if seen&status == 0 {
+		if seen&outStatus == 0 {
 			return false
 		}
 		blk.inv.Outcome = o

@@ -18,19 +18,102 @@ func plainSchemaObserved(data any) bool {
 		return false
 	}
 	if _, list := m["tools"]; list {
-		return len(m) == 2 && plainID(m["server"]) && plainToolsList(m["tools"])
+		return observedList.plain(m)
 	}
-	for k := range m {
-		switch k {
-		case "tool_id", "version", "tool", "server":
-		default:
+	return observedTool.plain(m)
+}
+
+// plainObject is an object of tool.schema.observed.v1 as plainSchemaObserved
+// checks it: the members it knows, which are those the schema declares
+// (TestFastPathsKnowSchemaMembers holds the two together).
+type plainObject struct {
+	closed  bool // additionalProperties is false: no other member
+	members []plainMember
+}
+
+// plainMember is a member of a plainObject: its name, whether the object
+// needs it, and what its value must plainly be.
+type plainMember struct {
+	name     string
+	required bool
+	ok       func(v any) bool
+}
+
+// The objects of tool.schema.observed.v1, by where the schema declares them.
+var (
+	// observedList is #/then, a tools/list result of a server.
+	observedList = plainObject{closed: true, members: []plainMember{
+		{"tools", true, toolsListResult.plain},
+		{"server", true, plainID},
+	}}
+	// observedTool is #/else, one tool.
+	observedTool = plainObject{closed: true, members: []plainMember{
+		{"tool_id", true, plainID},
+		{"version", true, func(v any) bool { return plainText(v, 1, 128) }},
+		{"tool", true, mcpTool.plain},
+		{"server", false, plainID},
+	}}
+	// toolsListResult is #/$defs/toolsListResult, an MCP tools/list result.
+	toolsListResult = plainObject{members: []plainMember{
+		{"tools", true, plainTools},
+		{"nextCursor", false, anyText},
+		{"_meta", false, isObject},
+	}}
+	// mcpTool is #/$defs/tool, an MCP Tool object.
+	mcpTool = plainObject{members: []plainMember{
+		{"name", true, func(v any) bool { return plainText(v, 1, 128) }},
+		{"title", false, anyText},
+		{"description", false, anyText},
+		{"inputSchema", true, objectSchema.plain},
+		{"outputSchema", false, objectSchema.plain},
+		{"annotations", false, isObject},
+		{"_meta", false, isObject},
+	}}
+	// objectSchema is #/$defs/objectSchema: an object whose type, if
+	// present, is "object" (a schema without type, anything goes, is taken).
+	objectSchema = plainObject{members: []plainMember{
+		{"type", false, func(v any) bool { return v == "object" }},
+	}}
+)
+
+// knows reports whether name is one of the members of o.
+func (o *plainObject) knows(name string) bool {
+	for _, m := range o.members {
+		if m.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// plain reports whether v is an object that plainly satisfies o: no
+// member o does not know if o is closed, every required member present,
+// and every member present plainly what it must be.
+func (o *plainObject) plain(v any) bool {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return false
+	}
+	if o.closed {
+		for k := range m {
+			if !o.knows(k) {
+				return false
+			}
+		}
+	}
+	for _, member := range o.members {
+		x, ok := m[member.name]
+		if !ok {
+			if member.required {
+				return false
+			}
+			continue
+		}
+		if !member.ok(x) {
 			return false
 		}
 	}
-	if s, ok := m["server"]; ok && !plainID(s) {
-		return false
-	}
-	return plainID(m["tool_id"]) && plainText(m["version"], 1, 128) && plainMCPTool(m["tool"])
+	return true
 }
 
 // plainID is #/$defs/id: a string of 1 to 128 code points.
@@ -43,61 +126,26 @@ func plainText(v any, min, max int) bool {
 	return ok && textLen(s, min, max)
 }
 
-// plainToolsList is #/$defs/toolsListResult.
-func plainToolsList(v any) bool {
-	m, ok := v.(map[string]any)
-	if !ok {
-		return false
-	}
-	tools, ok := m["tools"].([]any)
+// anyText reports whether v is a string.
+func anyText(v any) bool { return plainText(v, 0, -1) }
+
+// plainTools is the tools of #/$defs/toolsListResult: at most 1000 MCP
+// tools.
+func plainTools(v any) bool {
+	tools, ok := v.([]any)
 	if !ok || len(tools) > 1000 {
 		return false
 	}
 	for _, t := range tools {
-		if !plainMCPTool(t) {
+		if !mcpTool.plain(t) {
 			return false
 		}
 	}
-	if c, ok := m["nextCursor"]; ok && !plainText(c, 0, -1) {
-		return false
-	}
-	return optionalObject(m, "_meta")
+	return true
 }
 
-// plainMCPTool is #/$defs/tool, an MCP Tool object.
-func plainMCPTool(v any) bool {
-	m, ok := v.(map[string]any)
-	if !ok || !plainText(m["name"], 1, 128) || !objectSchema(m["inputSchema"]) {
-		return false
-	}
-	for _, k := range []string{"title", "description"} {
-		if s, ok := m[k]; ok && !plainText(s, 0, -1) {
-			return false
-		}
-	}
-	if s, ok := m["outputSchema"]; ok && !objectSchema(s) {
-		return false
-	}
-	return optionalObject(m, "annotations") && optionalObject(m, "_meta")
-}
-
-// objectSchema is #/$defs/objectSchema: an object whose type, if present,
-// is "object" (a schema without type, anything goes, is taken).
-func objectSchema(v any) bool {
-	m, ok := v.(map[string]any)
-	if !ok {
-		return false
-	}
-	t, typed := m["type"]
-	return !typed || t == "object"
-}
-
-// optionalObject reports whether m[k] is absent or an object.
-func optionalObject(m map[string]any, k string) bool {
-	v, ok := m[k]
-	if !ok {
-		return true
-	}
-	_, ok = v.(map[string]any)
+// isObject reports whether v is an object.
+func isObject(v any) bool {
+	_, ok := v.(map[string]any)
 	return ok
 }
