@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolsentry/toolsentry/events"
+	"github.com/toolsentry/toolsentry/guards"
 	"github.com/toolsentry/toolsentry/publisher/agent"
 )
 
@@ -164,17 +165,26 @@ func TestGuardThreeWaysAgree(t *testing.T) {
 
 	// limit goes: the agent sends it, nothing can carry it over.
 	observe("o3", `{"type":"object","properties":{"userId":{"type":"string"}}}`)
+	// The schema and the directive come by two watches in either order:
+	// until the HALT is here, the rename's MIGRATE already refuses the
+	// payload (it fits neither version), under the MIGRATE's digest.
+	var haltDigest string
 	consumerWait(t, func() bool {
 		_, err := client.Guard(ctx, "crm.lookup", json.RawMessage(args))
-		return errors.Is(err, agent.ErrHalt)
+		var halt *agent.HaltError
+		if errors.As(err, &halt) && halt.Directive.Action == guards.ActionHalt {
+			haltDigest = halt.ManifestDigest()
+			return true
+		}
+		return false
 	})
 	// serve's own view of the directives (POST /v1/guard) follows the
 	// bucket as the agent's does, not necessarily at the same moment.
 	consumerWait(t, func() bool {
-		code, _ := postGuard(t, s.httpAddr, `{"agent_id":"billing-7","tool_id":"crm.lookup","arguments":`+args+`}`)
-		return code == http.StatusConflict
+		code, m := postGuard(t, s.httpAddr, `{"agent_id":"billing-7","tool_id":"crm.lookup","arguments":`+args+`}`)
+		return code == http.StatusConflict && m["manifest_digest"] == haltDigest
 	})
-	check("removed field", answer{code: 409, action: "HALT", digest: "*"}, "crm.lookup", args)
+	check("removed field", answer{code: 409, action: "HALT", digest: haltDigest}, "crm.lookup", args)
 
 	// Bad input: 400 over HTTP, exit 2 from the CLI, with a message.
 	for _, body := range []string{`{`, `{"agent_id":"a","tool_id":"t"}`, `{"agent_id":"a","tool_id":"t","arguments":[1]}`, `{"agent_id":"a","tool_id":"t","arguments":{},"extra":1}`, `{"tool_id":"t","arguments":{}}`} {
