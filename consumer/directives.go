@@ -130,7 +130,7 @@ func StartDirectives(ctx context.Context, res *Resources) (*Directives, error) {
 // (verdicts are few, and a tool's in order), caught up with the directives
 // bucket when taken, starting after the old durable consumer's ack floor on
 // an upgrade.
-func (d *Directives) lane(res *Resources, eo engine.Options) laneSpec {
+func (d *Directives) lane(res *Resources, eo engine.Options) engine.LaneSpec {
 	cfg := res.Config
 	eo.Workers, eo.Key = 1, engine.LastToken
 	if eo.MaxAttempts == 0 {
@@ -138,16 +138,16 @@ func (d *Directives) lane(res *Resources, eo engine.Options) laneSpec {
 	}
 	eo.OnDeadLetter = nil // metrics count telemetry only
 	eo.DeadLetter = func(_ *engine.Message, reason string) string { return cfg.DeadLetterSubject(reason) }
-	return laneSpec{
-		key:       DirectivesLane,
-		src:       engine.Source{Stream: cfg.VerdictsStream(), FilterSubjects: []string{d.names.VerdictsSubjects()}},
-		h:         engine.BatchFunc(d.handleBatch),
-		opts:      eo,
-		onAcquire: d.view.CatchUp,
-		initial: func(ctx context.Context) (uint64, error) {
+	return engine.LaneSpec{
+		Key:       DirectivesLane,
+		Source:    engine.Source{Stream: cfg.VerdictsStream(), FilterSubjects: []string{d.names.VerdictsSubjects()}},
+		Handler:   engine.BatchFunc(d.handleBatch),
+		Options:   eo,
+		OnAcquire: d.view.CatchUp,
+		Initial: func(ctx context.Context) (uint64, error) {
 			return ackFloorAfter(ctx, res.Verdicts, cfg.Prefix+"-"+DirectivesDurable)
 		},
-		layout: "verdicts",
+		Layout: "verdicts",
 	}
 }
 

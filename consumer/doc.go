@@ -26,7 +26,8 @@
 // count: a worker that finds a member with another count stops with
 // ErrPartitionsMismatch), assigns the lanes over the live members (round
 // robin over the sorted names), and for each lane it owns takes the lane's
-// lease (engine.AcquireLease) and runs an engine on it (engine.New): an
+// lease (engine.AcquireLease) and runs an engine on it (engine.New): the
+// runtime's Lanes does this with the worker's lane specs (service.go); an
 // ordered consumer from the lease's checkpoint, batches per key, the
 // checkpoint committed with compare-and-set on the lease. A lane that moves
 // to another worker is stopped gracefully (in-flight calls finish, the
@@ -48,7 +49,7 @@
 // records the first sequence stored under the new layout (layout_since).
 // Each lane of the new layout first reads what lies below it, from the
 // lowest checkpoint of the old layout's lanes, in every stored form, and
-// applies its own keys, then goes on with its filters (catchup.go); the
+// applies its own keys, then goes on with its filters (engine.CatchUp); the
 // 4-token messages of a stream from before the transform are read the
 // same way. Replicas: the streams and every
 // bucket (members and leases too) are created with Config.Replicas (3 on a

@@ -43,13 +43,14 @@ var ErrNoAnswer = engine.ErrNoAnswer
 
 // ErrPartitionsMismatch is returned by Lanes.Run (and so Service.Run) when
 // another live worker announces a different Config.Partitions: the two
-// would read different lanes and both handle some keys. Every worker of a deployment must use the same partition count.
-var ErrPartitionsMismatch = errors.New("workers disagree on the partition count")
+// would read different lanes and both handle some keys. Every worker of a
+// deployment must use the same partition count (engine.ErrMembersDisagree).
+var ErrPartitionsMismatch = engine.ErrMembersDisagree
 
 // ErrConnectionClosed is returned by Lanes.Run (and so Service.Run) when
-// the service's NATS connection was closed for good: nothing can be read
-// or committed any more.
-var ErrConnectionClosed = errors.New("the NATS connection is closed")
+// the service's NATS connection was closed for good
+// (engine.ErrConnectionClosed).
+var ErrConnectionClosed = engine.ErrConnectionClosed
 
 // The state views' errors (engine.View).
 var (

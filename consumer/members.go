@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -125,33 +124,5 @@ func lowestAckFloor(ctx context.Context, stream jetstream.Stream, durable string
 	return floor + 1, nil
 }
 
-// Assign returns the lanes, out of n, that member owns when members (the
-// live ones, in any order, member included or not) share them: lane i goes
-// to the i-th member, round robin over the sorted names, so a change of
-// membership moves only the lanes it must when n is a multiple of the
-// member count. A member that is not in members owns none.
-func Assign(members []string, n int, member string) []int {
-	sorted := uniqueSorted(members)
-	idx := -1
-	for i, m := range sorted {
-		if m == member {
-			idx = i
-		}
-	}
-	if idx < 0 {
-		return nil
-	}
-	var own []int
-	for p := range n {
-		if p%len(sorted) == idx {
-			own = append(own, p)
-		}
-	}
-	return own
-}
-
-func uniqueSorted(l []string) []string {
-	s := slices.Clone(l)
-	slices.Sort(s)
-	return slices.Compact(s)
-}
+// Assign is engine.Assign: the lanes, out of n, that member owns.
+func Assign(members []string, n int, member string) []int { return engine.Assign(members, n, member) }

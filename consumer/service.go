@@ -132,7 +132,7 @@ func StartService(ctx context.Context, nc *nats.Conn, opts ServiceOptions) (*Ser
 // telemetryLanes returns the lanes of the telemetry stream: the tool
 // partitions and the composition lane of the config's Layout, all applied
 // by proc.
-func (s *Service) telemetryLanes(ctx context.Context, proc *Processor, opts ServiceOptions) ([]laneSpec, error) {
+func (s *Service) telemetryLanes(ctx context.Context, proc *Processor, opts ServiceOptions) ([]engine.LaneSpec, error) {
 	cfg := s.Resources.Config
 	layout := cfg.Layout()
 	eo := opts.Engine
@@ -165,17 +165,17 @@ func (s *Service) telemetryLanes(ctx context.Context, proc *Processor, opts Serv
 		}
 		return func(ctx context.Context) error { return s.Store.CatchUp(ctx, of) }
 	}
-	var out []laneSpec
+	var out []engine.LaneSpec
 	for _, lane := range layout.Lanes() {
 		filters, err := layout.Filters(lane)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 		}
-		out = append(out, laneSpec{
-			key: lane.Key(), src: engine.Source{Stream: cfg.TelemetryStream(), FilterSubjects: filters},
-			h: h, opts: eo, onAcquire: onAcquire(lane), initial: s.laneStart(lane, initial), layout: layout.Name(),
-			beforeRelease: s.flushNow,
-			catchUp:       newCatchUp(layout, lane, s.Resources.Layout.Since),
+		out = append(out, engine.LaneSpec{
+			Key: lane.Key(), Source: engine.Source{Stream: cfg.TelemetryStream(), FilterSubjects: filters},
+			Handler: h, Options: eo, OnAcquire: onAcquire(lane), Initial: s.laneStart(lane, initial), Layout: layout.Name(),
+			BeforeRelease: s.flushNow,
+			CatchUp:       engine.NewCatchUp(layout, lane, s.Resources.Layout.Since),
 		})
 	}
 	return out, nil
@@ -338,13 +338,26 @@ func (w observed) HandleBatch(ctx context.Context, key string, msgs []*engine.Me
 }
 
 // newLanes builds the lanes runner of a service.
-func newLanes(js jetstream.JetStream, res *Resources, member string, specs []laneSpec) *Lanes {
+func newLanes(js jetstream.JetStream, res *Resources, member string, specs []engine.LaneSpec) *Lanes {
 	cfg := res.Config
-	return &Lanes{
-		js: js, members: res.Members, leases: res.Leases, member: member,
-		leaseTTL: cfg.LeaseTTL, period: max(cfg.MemberTTL/4, 100*time.Millisecond),
-		announced: "partitions=" + strconv.Itoa(cfg.Partitions),
-		specs:     specs, running: map[string]*laneRun{}, checked: map[string]bool{},
-		closeCh: make(chan struct{}), done: make(chan struct{}),
+	return engine.NewLanes(js, engine.LanesConfig{
+		Members: res.Members, Leases: res.Leases, Member: member,
+		LeaseTTL: cfg.LeaseTTL, Period: max(cfg.MemberTTL/4, 100*time.Millisecond),
+		Announced: "partitions=" + strconv.Itoa(cfg.Partitions),
+	}, specs)
+}
+
+// laneStart returns the start of a telemetry lane never committed under the
+// current layout: where its catch-up starts (engine.LayoutStart).
+func (s *Service) laneStart(lane engine.Lane, initial func(context.Context) (uint64, error)) func(context.Context) (uint64, error) {
+	return func(ctx context.Context) (uint64, error) {
+		v, err := engine.LayoutStart(ctx, s.Resources.Leases, s.Resources.Config.Layout().Name(), initial)
+		if err != nil {
+			return 0, err
+		}
+		if lane.Composition {
+			return v.CompositionFrom, nil
+		}
+		return v.ToolsFrom, nil
 	}
 }

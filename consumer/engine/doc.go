@@ -97,6 +97,19 @@
 // (the 0.69 against 1.00) is the per-message metadata parse, the key
 // grouping and one handler call per key per batch.
 //
+// # Lanes of a deployment
+//
+// Lanes (lanes.go) runs the lanes of a deployment on several workers: each
+// announces itself in a members bucket, the lanes are assigned round robin
+// over the live members (Assign), and for each lane it owns a worker takes
+// the lane's lease, runs the spec's OnAcquire, and runs an Engine on the
+// lease. A lane that moves is stopped gracefully and its lease released; a
+// lease lost to a takeover is taken again once free. A lane whose
+// checkpoint lies below the stream's current layout first reads what the
+// earlier layout stored (CatchUp, catchup.go), from where LayoutStart fixed
+// once per layout. The worker gives the specs: what each lane reads and
+// who applies it.
+//
 // # State views
 //
 // A View (view.go) is a local copy of a KV bucket kept current by a watch,

@@ -1,4 +1,4 @@
-package consumer
+package engine
 
 import (
 	"context"
@@ -12,39 +12,82 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
-
-	"github.com/toolsentry/toolsentry/consumer/engine"
 )
 
-// laneSpec is one lane a worker can run: its lease key, what it reads, who
+// ErrMembersDisagree is returned by Lanes.Run when another live member
+// announces another value than this one (LanesConfig.Announced, the
+// layout): the two would read different lanes of one key.
+var ErrMembersDisagree = errors.New("workers disagree on the partition count")
+
+// ErrConnectionClosed is returned by Lanes.Run when its NATS connection was
+// closed for good: nothing can be read or committed any more.
+var ErrConnectionClosed = errors.New("the NATS connection is closed")
+
+// LanesConfig is where and as whom a Lanes runs.
+type LanesConfig struct {
+	// Members is the bucket in which the workers announce themselves; its
+	// entries expire after the member TTL (the bucket's TTL).
+	Members jetstream.KeyValue
+	// Leases is the bucket of the lanes' leases and checkpoints.
+	Leases jetstream.KeyValue
+	// Member is this worker's name among the members.
+	Member string
+	// LeaseTTL is the lanes' lease TTL.
+	LeaseTTL time.Duration
+	// Period is how often the member announces itself and the lanes are
+	// assigned again: a fraction of the member TTL.
+	Period time.Duration
+	// Announced is the value of the member's entry (the layout, e.g.
+	// "partitions=4"); a live member that announces another is
+	// ErrMembersDisagree.
+	Announced string
+}
+
+// NewLanes returns the runner of specs as cfg says; call Run.
+func NewLanes(js jetstream.JetStream, cfg LanesConfig, specs []LaneSpec) *Lanes {
+	return &Lanes{
+		js: js, members: cfg.Members, leases: cfg.Leases, member: cfg.Member,
+		leaseTTL: cfg.LeaseTTL, period: cfg.Period, announced: cfg.Announced,
+		specs: specs, running: map[string]*laneRun{}, checked: map[string]bool{},
+		closeCh: make(chan struct{}), done: make(chan struct{}),
+	}
+}
+
+// LaneSpec is one lane a worker can run: its lease key, what it reads, who
 // applies it, and what to do when it is acquired.
-type laneSpec struct {
-	key  string
-	src  engine.Source
-	h    engine.BatchHandler
-	opts engine.Options
-	// onAcquire runs after the lease is taken and before the lane reads:
+type LaneSpec struct {
+	// Key is the lane's lease key (tools.<i>, composition, directives).
+	Key string
+	// Source is what the lane reads.
+	Source Source
+	// Handler applies the lane's messages.
+	Handler BatchHandler
+	// Options are the lane's engine options (Logger is the lane's).
+	Options Options
+	// OnAcquire runs after the lease is taken and before the lane reads:
 	// it brings the state views up to what the previous holder wrote.
-	onAcquire func(context.Context) error
-	// initial is the checkpoint of a lease that was never committed (an
-	// upgrade from the per-message-ack consumers starts after their ack
-	// floor); nil: the start of the stream.
-	initial func(context.Context) (uint64, error)
-	layout  string
-	// beforeRelease runs after the engine stopped and before the lease is
+	OnAcquire func(context.Context) error
+	// Initial is the checkpoint of a lease that was never committed under
+	// Layout (an upgrade from the per-message-ack consumers starts after
+	// their ack floor); nil: the start of the stream.
+	Initial func(context.Context) (uint64, error)
+	// Layout names the partitioning the lane's checkpoint belongs to
+	// (Layout.Name); a lease committed under another starts at Initial.
+	Layout string
+	// BeforeRelease runs after the engine stopped and before the lease is
 	// released when the lane moves to another worker (the outcome counts
 	// held in memory are stored).
-	beforeRelease func(context.Context)
-	// catchUp, when set, reads what was stored under an earlier layout
+	BeforeRelease func(context.Context)
+	// CatchUp, when set, reads what was stored under an earlier layout
 	// before the lane's own filters (catchup.go).
-	catchUp *catchUpSpec
+	CatchUp *CatchUp
 }
 
 // LaneStatus is one lane as this worker runs it.
 type LaneStatus struct {
 	Lane  string // the lease key: tools.<i>, composition, directives
 	Owner string // this worker
-	engine.Stats
+	Stats
 	// Pending is how many stored messages of the lane the engine has not
 	// read yet (the server's count for its consumer).
 	Pending uint64
@@ -65,7 +108,7 @@ type Lanes struct {
 	leaseTTL  time.Duration
 	period    time.Duration
 	announced string // the value of the member's entry, shared by all
-	specs     []laneSpec
+	specs     []LaneSpec
 
 	mu      sync.Mutex
 	running map[string]*laneRun
@@ -80,7 +123,7 @@ type Lanes struct {
 }
 
 type laneRun struct {
-	spec     laneSpec
+	spec     LaneSpec
 	cancel   context.CancelFunc
 	done     chan struct{}
 	stopping bool
@@ -89,16 +132,16 @@ type laneRun struct {
 	handover atomic.Bool
 
 	mu  sync.Mutex
-	eng *engine.Engine // the engine running now; nil while acquiring
+	eng *Engine // the engine running now; nil while acquiring
 }
 
-func (r *laneRun) engine() *engine.Engine {
+func (r *laneRun) engine() *Engine {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.eng
 }
 
-func (r *laneRun) setEngine(e *engine.Engine) {
+func (r *laneRun) setEngine(e *Engine) {
 	r.mu.Lock()
 	r.eng = e
 	r.mu.Unlock()
@@ -157,7 +200,7 @@ func (l *Lanes) run(ctx context.Context) error {
 	ctx = log.WithContext(ctx)
 	keys := make([]string, len(l.specs))
 	for i, s := range l.specs {
-		keys[i] = s.key
+		keys[i] = s.Key
 	}
 	log.Info().Strs("lanes", keys).Dur("lease_ttl", l.leaseTTL).Msg("joining the workers")
 	t := time.NewTicker(l.period)
@@ -177,7 +220,7 @@ func (l *Lanes) run(ctx context.Context) error {
 		case ok:
 			var own []string
 			for _, i := range Assign(append(live, l.member), len(l.specs), l.member) {
-				own = append(own, l.specs[i].key)
+				own = append(own, l.specs[i].Key)
 			}
 			l.reconcile(ctx, own)
 		}
@@ -224,7 +267,7 @@ func (l *Lanes) leave(ctx context.Context) {
 
 // liveMembers lists the members whose entries have not expired. On a read
 // error it reports false: the caller keeps what it runs. A member that
-// announces another layout is an error (ErrPartitionsMismatch): the two
+// announces another layout is an error (ErrMembersDisagree): the two
 // would read different lanes of one key.
 func (l *Lanes) liveMembers(ctx context.Context) ([]string, bool, error) {
 	lctx, cancel := context.WithTimeout(ctx, l.period)
@@ -247,7 +290,7 @@ func (l *Lanes) liveMembers(ctx context.Context) ([]string, bool, error) {
 			continue // expired meanwhile, or not readable now: next round
 		}
 		if got := string(e.Value()); got != l.announced {
-			return nil, false, fmt.Errorf("%w: member %s announces %q, this worker %q", ErrPartitionsMismatch, m, got, l.announced)
+			return nil, false, fmt.Errorf("%w: member %s announces %q, this worker %q", ErrMembersDisagree, m, got, l.announced)
 		}
 		l.checked[m] = true
 	}
@@ -277,15 +320,15 @@ func (l *Lanes) reconcile(ctx context.Context, own []string) {
 		}
 	}
 	for _, spec := range l.specs {
-		if !slices.Contains(own, spec.key) {
+		if !slices.Contains(own, spec.Key) {
 			continue
 		}
-		if _, ok := l.running[spec.key]; ok {
+		if _, ok := l.running[spec.Key]; ok {
 			continue // running, or still stopping: started again on a later round
 		}
 		rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		r := &laneRun{spec: spec, cancel: cancel, done: make(chan struct{})}
-		l.running[spec.key] = r
+		l.running[spec.Key] = r
 		go func() {
 			defer close(r.done)
 			l.runLane(rctx, r)
@@ -321,10 +364,10 @@ const laneRetry = time.Second
 // other holder was a paused or partitioned one that will give it up).
 func (l *Lanes) runLane(ctx context.Context, r *laneRun) {
 	spec := r.spec
-	log := zerolog.Ctx(ctx).With().Str("lane", spec.key).Logger()
+	log := zerolog.Ctx(ctx).With().Str("lane", spec.Key).Logger()
 	ctx = log.WithContext(ctx)
 	for ctx.Err() == nil && !l.js.Conn().IsClosed() {
-		lease, err := engine.AcquireLease(ctx, l.leases, spec.key, l.member, l.leaseTTL)
+		lease, err := AcquireLease(ctx, l.leases, spec.Key, l.member, l.leaseTTL)
 		if err != nil {
 			if ctx.Err() == nil {
 				log.Warn().Err(err).Msg("taking the lane's lease failed; trying again")
@@ -352,37 +395,37 @@ func (l *Lanes) runLane(ctx context.Context, r *laneRun) {
 }
 
 // prepare sets the checkpoint of a lease never committed under the spec's
-// layout (spec.initial) and runs the spec's onAcquire.
-func (l *Lanes) prepare(ctx context.Context, lease *engine.Lease, spec laneSpec) error {
-	if lease.Checkpoint() == 0 || lease.Layout() != spec.layout {
+// layout (spec.Initial) and runs the spec's onAcquire.
+func (l *Lanes) prepare(ctx context.Context, lease *Lease, spec LaneSpec) error {
+	if lease.Checkpoint() == 0 || lease.Layout() != spec.Layout {
 		start := uint64(1)
-		if spec.initial != nil {
-			s, err := spec.initial(ctx)
+		if spec.Initial != nil {
+			s, err := spec.Initial(ctx)
 			if err != nil {
 				return err
 			}
 			start = max(s, 1)
 		}
-		if err := lease.CommitLayout(ctx, start, spec.layout); err != nil {
+		if err := lease.CommitLayout(ctx, start, spec.Layout); err != nil {
 			return err
 		}
 	}
-	if spec.onAcquire != nil {
-		return spec.onAcquire(ctx)
+	if spec.OnAcquire != nil {
+		return spec.OnAcquire(ctx)
 	}
 	return nil
 }
 
 // runEngine runs engines on the lease until ctx ends (then releases it) or
 // the lease is lost.
-func (l *Lanes) runEngine(ctx context.Context, lease *engine.Lease, r *laneRun) {
+func (l *Lanes) runEngine(ctx context.Context, lease *Lease, r *laneRun) {
 	log := zerolog.Ctx(ctx)
 	for {
-		opts := r.spec.opts
+		opts := r.spec.Options
 		opts.Logger = log
-		if c := r.spec.catchUp; c != nil && lease.Checkpoint() < c.since {
+		if c := r.spec.CatchUp; c != nil && lease.Checkpoint() < c.Since {
 			if err := l.catchUp(ctx, lease, r, opts); err != nil {
-				if errors.Is(err, engine.ErrLost) || lease.Valid() != nil {
+				if errors.Is(err, ErrLost) || lease.Valid() != nil {
 					log.Warn().Msg("the lane's lease was taken over; taking it again")
 					return
 				}
@@ -395,7 +438,7 @@ func (l *Lanes) runEngine(ctx context.Context, lease *engine.Lease, r *laneRun) 
 				continue
 			}
 		}
-		eng, err := engine.New(l.js, r.spec.src, lease, r.spec.h, opts)
+		eng, err := New(l.js, r.spec.Source, lease, r.spec.Handler, opts)
 		if err != nil {
 			log.Error().Err(err).Msg("the lane's engine cannot start")
 			sleepCtx(ctx, laneRetry)
@@ -409,11 +452,11 @@ func (l *Lanes) runEngine(ctx context.Context, lease *engine.Lease, r *laneRun) 
 		err = eng.Run(ctx)
 		r.setEngine(nil)
 		switch {
-		case errors.Is(err, engine.ErrLost):
+		case errors.Is(err, ErrLost):
 			log.Warn().Msg("the lane's lease was taken over; taking it again")
 			return
 		case ctx.Err() != nil:
-			if err != nil && !errors.Is(err, engine.ErrClosed) {
+			if err != nil && !errors.Is(err, ErrClosed) {
 				log.Warn().Err(err).Msg("the lane stopped with an error")
 			}
 			l.release(ctx, lease, r)
@@ -430,13 +473,13 @@ func (l *Lanes) runEngine(ctx context.Context, lease *engine.Lease, r *laneRun) 
 // release gives the lease back, after the spec's beforeRelease when the
 // lane moves to another worker (a worker that stops stores what it holds
 // itself: Service.Close).
-func (l *Lanes) release(ctx context.Context, lease *engine.Lease, r *laneRun) {
-	if r.handover.Load() && r.spec.beforeRelease != nil {
-		r.spec.beforeRelease(ctx)
+func (l *Lanes) release(ctx context.Context, lease *Lease, r *laneRun) {
+	if r.handover.Load() && r.spec.BeforeRelease != nil {
+		r.spec.BeforeRelease(ctx)
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if err := lease.Release(rctx, lease.Checkpoint()); err != nil && !errors.Is(err, engine.ErrLeaseLost) {
+	if err := lease.Release(rctx, lease.Checkpoint()); err != nil && !errors.Is(err, ErrLeaseLost) {
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("releasing the lane's lease failed; the next holder waits out its TTL")
 	}
 }
@@ -463,7 +506,7 @@ func (l *Lanes) Status(ctx context.Context) []LaneStatus {
 	l.mu.Unlock()
 	out := make([]LaneStatus, 0, len(runs))
 	for _, r := range runs {
-		st := LaneStatus{Lane: r.spec.key, Owner: l.member}
+		st := LaneStatus{Lane: r.spec.Key, Owner: l.member}
 		if e := r.engine(); e != nil {
 			st.Stats = e.Stats()
 			st.Pending, _ = e.Pending(ctx)
@@ -502,4 +545,35 @@ func toolLaneIndex(key string) (int, bool) {
 	}
 	i, err := strconv.Atoi(key[len(p):])
 	return i, err == nil
+}
+
+// Assign returns the lanes, out of n, that member owns when members (the
+// live ones, in any order, member included or not) share them: lane i goes
+// to the i-th member, round robin over the sorted names, so a change of
+// membership moves only the lanes it must when n is a multiple of the
+// member count. A member that is not in members owns none.
+func Assign(members []string, n int, member string) []int {
+	sorted := uniqueSorted(members)
+	idx := -1
+	for i, m := range sorted {
+		if m == member {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		return nil
+	}
+	var own []int
+	for p := range n {
+		if p%len(sorted) == idx {
+			own = append(own, p)
+		}
+	}
+	return own
+}
+
+func uniqueSorted(l []string) []string {
+	s := slices.Clone(l)
+	slices.Sort(s)
+	return slices.Compact(s)
 }

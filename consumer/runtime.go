@@ -8,8 +8,9 @@ import (
 	"github.com/toolsentry/toolsentry/consumer/engine"
 )
 
-// The state views are the runtime's (engine.View): a local copy of a KV
-// bucket kept current by a watch. These are their names in the worker.
+// The runtime's types under the names the worker's callers use. The state
+// views are engine.View: a local copy of a KV bucket kept current by a
+// watch.
 type (
 	View           = engine.View
 	ViewOptions    = engine.ViewOptions
@@ -29,3 +30,10 @@ const (
 func NewView(ctx context.Context, kv jetstream.KeyValue, opts ViewOptions) (*View, error) {
 	return engine.NewView(ctx, kv, opts)
 }
+
+// The lanes are the runtime's (engine.Lanes); Service.Lanes runs the
+// worker's.
+type (
+	Lanes      = engine.Lanes
+	LaneStatus = engine.LaneStatus
+)

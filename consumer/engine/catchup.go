@@ -1,4 +1,4 @@
-package consumer
+package engine
 
 import (
 	"context"
@@ -10,8 +10,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
-
-	"github.com/toolsentry/toolsentry/consumer/engine"
 )
 
 // A lane's catch-up. The telemetry stream records the first sequence its
@@ -29,17 +27,20 @@ import (
 // commits (layoutStart): the lowest checkpoint of the earlier layout's
 // lanes, or, with none, after the ack floor of the workers before lanes.
 
-// catchUpSpec is what a lane reads below since.
-type catchUpSpec struct {
-	since   uint64
-	filters []string
-	// mine reports whether a message below since is this lane's to apply.
-	mine func(m *engine.Message) bool
+// CatchUp is what a lane reads below since.
+type CatchUp struct {
+	// Since is the first sequence the stream stored under the current
+	// layout.
+	Since uint64
+	// Filters select the lane's kinds below Since in every subject form.
+	Filters []string
+	// Mine reports whether a message below Since is this lane's to apply.
+	Mine func(m *Message) bool
 }
 
-// newCatchUp returns the catch-up of lane under layout, whose stream
+// NewCatchUp returns the catch-up of lane under layout, whose stream
 // stores under it from since; nil when nothing precedes it.
-func newCatchUp(layout engine.Layout, lane engine.Lane, since uint64) *catchUpSpec {
+func NewCatchUp(layout Layout, lane Lane, since uint64) *CatchUp {
 	if since <= 1 {
 		return nil
 	}
@@ -47,14 +48,14 @@ func newCatchUp(layout engine.Layout, lane engine.Lane, since uint64) *catchUpSp
 	if lane.Composition {
 		kinds = layout.CompositionKinds
 	}
-	c := &catchUpSpec{since: since, mine: func(*engine.Message) bool { return true }}
+	c := &CatchUp{Since: since, Mine: func(*Message) bool { return true }}
 	for _, k := range kinds {
 		base := layout.Prefix + ".telemetry." + k
-		c.filters = append(c.filters, base+".*.*", base+".*")
+		c.Filters = append(c.Filters, base+".*.*", base+".*")
 	}
 	if !lane.Composition {
 		n, p := layout.Partitions, lane.Partition
-		c.mine = func(m *engine.Message) bool { return engine.KeyPartition(engine.LastToken(m), n) == p }
+		c.Mine = func(m *Message) bool { return KeyPartition(LastToken(m), n) == p }
 	}
 	return c
 }
@@ -62,7 +63,7 @@ func newCatchUp(layout engine.Layout, lane engine.Lane, since uint64) *catchUpSp
 // catchUpCheckpointer commits at most since: what the catch-up skipped at
 // or above it is the lane's own filters' to read.
 type catchUpCheckpointer struct {
-	*engine.Lease
+	*Lease
 	since uint64
 }
 
@@ -75,17 +76,17 @@ const catchUpPoll = 200 * time.Millisecond
 
 // catchUp runs the lane's catch-up on lease until everything of the lane
 // below since is applied, then commits since.
-func (l *Lanes) catchUp(ctx context.Context, lease *engine.Lease, r *laneRun, opts engine.Options) error {
-	c := r.spec.catchUp
+func (l *Lanes) catchUp(ctx context.Context, lease *Lease, r *laneRun, opts Options) error {
+	c := r.spec.CatchUp
 	log := zerolog.Ctx(ctx)
 	start := lease.Checkpoint()
-	log.Info().Uint64("from", start).Uint64("until", c.since).Msg("reading what the stream stored under its earlier layout first")
-	h := engine.BatchFunc(func(ctx context.Context, key string, msgs []*engine.Message) []error {
+	log.Info().Uint64("from", start).Uint64("until", c.Since).Msg("reading what the stream stored under its earlier layout first")
+	h := BatchFunc(func(ctx context.Context, key string, msgs []*Message) []error {
 		// One call holds one key: its messages are all this lane's or none.
-		var mine []*engine.Message
+		var mine []*Message
 		at := make([]int, 0, len(msgs))
 		for i, m := range msgs {
-			if m.StreamSeq < c.since && c.mine(m) {
+			if m.StreamSeq < c.Since && c.Mine(m) {
 				mine = append(mine, m)
 				at = append(at, i)
 			}
@@ -93,7 +94,7 @@ func (l *Lanes) catchUp(ctx context.Context, lease *engine.Lease, r *laneRun, op
 		if len(mine) == 0 {
 			return nil
 		}
-		res := r.spec.h.HandleBatch(ctx, key, mine)
+		res := r.spec.Handler.HandleBatch(ctx, key, mine)
 		if res == nil {
 			return nil
 		}
@@ -103,7 +104,7 @@ func (l *Lanes) catchUp(ctx context.Context, lease *engine.Lease, r *laneRun, op
 		}
 		// Skipped messages after a transient failure wait with it.
 		for j, i := range at {
-			if res[j] != nil && !errors.Is(res[j], engine.ErrPermanent) {
+			if res[j] != nil && !errors.Is(res[j], ErrPermanent) {
 				for k := i + 1; k < len(msgs); k++ {
 					if out[k] == nil {
 						out[k] = res[j]
@@ -114,8 +115,8 @@ func (l *Lanes) catchUp(ctx context.Context, lease *engine.Lease, r *laneRun, op
 		}
 		return out
 	})
-	src := engine.Source{Stream: r.spec.src.Stream, FilterSubjects: c.filters}
-	eng, err := engine.New(l.js, src, catchUpCheckpointer{lease, c.since}, h, opts)
+	src := Source{Stream: r.spec.Source.Stream, FilterSubjects: c.Filters}
+	eng, err := New(l.js, src, catchUpCheckpointer{lease, c.Since}, h, opts)
 	if err != nil {
 		return err
 	}
@@ -134,7 +135,7 @@ func (l *Lanes) catchUp(ctx context.Context, lease *engine.Lease, r *laneRun, op
 			return cmpOr(err, ctx.Err())
 		case <-t.C:
 		}
-		if !l.caughtUp(ctx, eng, c.since) {
+		if !l.caughtUp(ctx, eng, c.Since) {
 			continue
 		}
 		if err := eng.Close(); err != nil {
@@ -142,7 +143,7 @@ func (l *Lanes) catchUp(ctx context.Context, lease *engine.Lease, r *laneRun, op
 		}
 		<-done
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := lease.Commit(cctx, max(lease.Checkpoint(), c.since))
+		err := lease.Commit(cctx, max(lease.Checkpoint(), c.Since))
 		cancel()
 		if err != nil {
 			return fmt.Errorf("committing the end of the catch-up: %w", err)
@@ -155,7 +156,7 @@ func (l *Lanes) catchUp(ctx context.Context, lease *engine.Lease, r *laneRun, op
 // caughtUp reports whether eng applied everything of its filters below
 // since: its checkpoint reached since, or it holds nothing and the server
 // has nothing left for it.
-func (l *Lanes) caughtUp(ctx context.Context, eng *engine.Engine, since uint64) bool {
+func (l *Lanes) caughtUp(ctx context.Context, eng *Engine, since uint64) bool {
 	st := eng.Stats()
 	if st.Checkpoint >= since {
 		return true
@@ -180,42 +181,29 @@ func cmpOr(err, def error) error {
 // the stream's current layout starts.
 const layoutKey = "layout"
 
-// layoutStartValue is the entry under layoutKey.
-type layoutStartValue struct {
+// LayoutStartValue is the entry under layoutKey: where the tool lanes
+// and the composition lane of Layout start when they have no checkpoint
+// under it.
+type LayoutStartValue struct {
 	Layout          string `json:"layout"`
 	ToolsFrom       uint64 `json:"tools_from"`
 	CompositionFrom uint64 `json:"composition_from"`
 }
 
-// laneStart returns the start of a telemetry lane never committed under the
-// current layout: where its catch-up starts (layoutStart).
-func (s *Service) laneStart(lane engine.Lane, initial func(context.Context) (uint64, error)) func(context.Context) (uint64, error) {
-	return func(ctx context.Context) (uint64, error) {
-		v, err := layoutStart(ctx, s.Resources.Leases, s.Resources.Config.Layout().Name(), initial)
-		if err != nil {
-			return 0, err
-		}
-		if lane.Composition {
-			return v.CompositionFrom, nil
-		}
-		return v.ToolsFrom, nil
-	}
-}
-
-// layoutStart reads, or fixes once, where the lanes of layout start when
+// LayoutStart reads, or fixes once, where the lanes of layout start when
 // they have no checkpoint under it: the lowest checkpoint of the tool
 // lanes (and of the composition lane) of any other layout, or initial()
 // when there are none.
-func layoutStart(ctx context.Context, leases jetstream.KeyValue, layout string, initial func(context.Context) (uint64, error)) (layoutStartValue, error) {
+func LayoutStart(ctx context.Context, leases jetstream.KeyValue, layout string, initial func(context.Context) (uint64, error)) (LayoutStartValue, error) {
 	for range 5 {
 		e, err := leases.Get(ctx, layoutKey)
 		var rev uint64
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 		case err != nil:
-			return layoutStartValue{}, fmt.Errorf("reading %s: %w", layoutKey, err)
+			return LayoutStartValue{}, fmt.Errorf("reading %s: %w", layoutKey, err)
 		default:
-			var v layoutStartValue
+			var v LayoutStartValue
 			if json.Unmarshal(e.Value(), &v) == nil && v.Layout == layout {
 				return v, nil
 			}
@@ -223,7 +211,7 @@ func layoutStart(ctx context.Context, leases jetstream.KeyValue, layout string, 
 		}
 		v, err := earlierCheckpoints(ctx, leases, layout, initial)
 		if err != nil {
-			return layoutStartValue{}, err
+			return LayoutStartValue{}, err
 		}
 		data, _ := json.Marshal(v)
 		if rev == 0 {
@@ -235,15 +223,15 @@ func layoutStart(ctx context.Context, leases jetstream.KeyValue, layout string, 
 			return v, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			return layoutStartValue{}, fmt.Errorf("writing %s: %w", layoutKey, err)
+			return LayoutStartValue{}, fmt.Errorf("writing %s: %w", layoutKey, err)
 		}
 		// Another worker fixed it first: read theirs.
 	}
-	return layoutStartValue{}, fmt.Errorf("writing %s: too many conflicts", layoutKey)
+	return LayoutStartValue{}, fmt.Errorf("writing %s: too many conflicts", layoutKey)
 }
 
-func earlierCheckpoints(ctx context.Context, leases jetstream.KeyValue, layout string, initial func(context.Context) (uint64, error)) (layoutStartValue, error) {
-	v := layoutStartValue{Layout: layout}
+func earlierCheckpoints(ctx context.Context, leases jetstream.KeyValue, layout string, initial func(context.Context) (uint64, error)) (LayoutStartValue, error) {
+	v := LayoutStartValue{Layout: layout}
 	lister, err := leases.ListKeys(ctx)
 	if err != nil {
 		return v, fmt.Errorf("listing the leases: %w", err)
@@ -252,7 +240,7 @@ func earlierCheckpoints(ctx context.Context, leases jetstream.KeyValue, layout s
 		if k != "composition" && !strings.HasPrefix(k, "tools.") {
 			continue
 		}
-		st, ok, err := engine.ReadLease(ctx, leases, k)
+		st, ok, err := ReadLease(ctx, leases, k)
 		if err != nil || !ok || st.Layout == layout || st.Checkpoint == 0 {
 			continue
 		}
