@@ -40,7 +40,7 @@ type DirectivesOptions struct {
 
 // Directives is the projector from verdicts to directives in force. It
 // consumes the verdict stream in order per tool or composition (a verdict
-// subject's last token) with one worker: verdicts are few. What a verdict
+// subject's last token), directivesWorkers tools at a time. What a verdict
 // replaces:
 //
 //   - a verdict about a tool for an agent replaces that agent's directive
@@ -126,13 +126,20 @@ func StartDirectives(ctx context.Context, res *Resources) (*Directives, error) {
 	return d, nil
 }
 
-// lane is the projector's lane on the verdict stream: one call at a time
-// (verdicts are few, and a tool's in order), caught up with the directives
-// bucket when taken, starting after the old durable consumer's ack floor on
-// an upgrade.
+// directivesWorkers bounds the tools (and compositions) whose verdicts the
+// projector applies at once. A tool's verdicts are applied in order, one
+// call at a time; different tools write different keys. One at a time in
+// all, the projector trailed a busy fleet by thousands of verdicts (the
+// 1M-event bench), and an agent learnt of its drift that much later.
+const directivesWorkers = 16
+
+// lane is the projector's lane on the verdict stream: in order per tool or
+// composition, directivesWorkers of them at a time, caught up with the
+// directives bucket when taken, starting after the old durable consumer's
+// ack floor on an upgrade.
 func (d *Directives) lane(res *Resources, eo engine.Options) engine.LaneSpec {
 	cfg := res.Config
-	eo.Workers, eo.Key = 1, engine.LastToken
+	eo.Workers, eo.Key = directivesWorkers, engine.LastToken
 	if eo.MaxAttempts == 0 {
 		eo.MaxAttempts = cfg.MaxDeliver
 	}

@@ -128,7 +128,8 @@
 //
 // # Directives in force
 //
-// The directives lane reads the verdict stream, one call at a time, and
+// The directives lane reads the verdict stream, in order per tool (several
+// tools at a time), and
 // keeps the bucket toolsentry-directives: per (tool, agent), per tool and
 // per composition, what the latest verdict tells agents to do
 // (events.Directive, action PROCEED, MIGRATE or HALT). It is a lane like
