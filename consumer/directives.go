@@ -36,11 +36,14 @@ const DirectivesLane = "directives"
 type DirectivesOptions struct {
 	// Disable leaves the directives bucket alone: no projector runs.
 	Disable bool
+	// Workers bounds the tools (and compositions) whose verdicts are
+	// projected at once, each tool's in order (default 16).
+	Workers int
 }
 
 // Directives is the projector from verdicts to directives in force. It
 // consumes the verdict stream in order per tool or composition (a verdict
-// subject's last token), directivesWorkers tools at a time. What a verdict
+// subject's last token), DirectivesOptions.Workers tools at a time. What a verdict
 // replaces:
 //
 //   - a verdict about a tool for an agent replaces that agent's directive
@@ -126,20 +129,23 @@ func StartDirectives(ctx context.Context, res *Resources) (*Directives, error) {
 	return d, nil
 }
 
-// directivesWorkers bounds the tools (and compositions) whose verdicts the
-// projector applies at once. A tool's verdicts are applied in order, one
+// directivesWorkers is the default of DirectivesOptions.Workers: the tools
+// (and compositions) whose verdicts the projector applies at once. A tool's verdicts are applied in order, one
 // call at a time; different tools write different keys. One at a time in
 // all, the projector trailed a busy fleet by thousands of verdicts (the
 // 1M-event bench), and an agent learnt of its drift that much later.
 const directivesWorkers = 16
 
 // lane is the projector's lane on the verdict stream: in order per tool or
-// composition, directivesWorkers of them at a time, caught up with the
+// composition, workers of them at a time, caught up with the
 // directives bucket when taken, starting after the old durable consumer's
 // ack floor on an upgrade.
-func (d *Directives) lane(res *Resources, eo engine.Options) engine.LaneSpec {
+func (d *Directives) lane(res *Resources, eo engine.Options, workers int) engine.LaneSpec {
 	cfg := res.Config
-	eo.Workers, eo.Key = directivesWorkers, engine.LastToken
+	if workers <= 0 {
+		workers = directivesWorkers
+	}
+	eo.Workers, eo.Key = workers, engine.LastToken
 	if eo.MaxAttempts == 0 {
 		eo.MaxAttempts = cfg.MaxDeliver
 	}

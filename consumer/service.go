@@ -120,7 +120,7 @@ func StartService(ctx context.Context, nc *nats.Conn, opts ServiceOptions) (*Ser
 		return nil, err
 	}
 	if s.directives != nil {
-		specs = append(specs, s.directives.lane(res, opts.Engine))
+		specs = append(specs, s.directives.lane(res, opts.Engine, opts.Directives.Workers))
 	}
 	s.Lanes = newLanes(js, res, opts.Member, specs)
 	s.ready.Store(true)
