@@ -98,121 +98,29 @@ func (c *Core) observeTool(st *overlay, in Input, toolID, version string, tool e
 		return nil // applied before this redelivery: its verdicts went out first
 	}
 	if found && prev.Current.Fingerprint == v.Fingerprint && !toolFieldsChanged(prev.Current, v) {
-		// The version the tool presented last, again: its pair was judged
-		// when it came. Only the baseline record changes, to count it (one
-		// write, no verdict, whatever the chain head). A current version
-		// recorded without its tool fields digest takes this one's.
-		next := cloneBaseline(prev)
-		next.Seen = max(prev.Seen, 1) + 1 // a record from before Seen: its current version was seen once at least
-		next.LastSeen, next.LastSeq, next.LastEventID = in.Event.Time, in.Seq, in.Event.ID
-		if !sameVersion(prev.Current, v) { // another label or Tool object of the same fingerprint
-			next.Current = v
-			next.remember(v)
-		}
-		eff.Writes = append(eff.Writes, Write{Bucket: Baselines, IDs: []string{toolID}, Record: next})
+		eff.Writes = append(eff.Writes, Write{Bucket: Baselines, IDs: []string{toolID}, Record: countRepeat(prev, in, v)})
 		return nil
 	}
 	if o, ok := st.Outcomes(toolID); ok && o.ChainSeq == in.Seq {
 		defer redoWrites(eff, toolID)()
 	}
-	schemaVerdict := func(m guards.SchemaManifest, agent, baselineFP string, rep *toolschema.DriftReport) events.SchemaVerdict {
-		return newSchemaVerdict(in, m, toolID, agent, baselineFP, v, rep)
-	}
-
-	current := guards.ToolSchema{ToolID: toolID, Version: version, SchemaFingerprint: v.Fingerprint}
+	j := &judgement{c: c, st: st, in: in, eff: eff, toolID: toolID, v: v, def: def, prev: prev,
+		current: guards.ToolSchema{ToolID: toolID, Version: version, SchemaFingerprint: v.Fingerprint}}
 	var next *BaselineRecord
 	seen := uint64(1)
 	switch {
 	case !found:
-		m := guards.EvaluateSchema(current, nil)
-		if err := c.verdict(st, eff, in, schemaVerdict(m, "", "", nil)); err != nil {
-			return err
-		}
-		next = &BaselineRecord{ToolID: toolID, Baseline: v, Current: v}
+		next, err = j.firstVersion()
 	case prev.Current.Fingerprint == v.Fingerprint:
-		// The current version with other Tool fields outside the
-		// fingerprint (_meta, icons): their change, judged against the
-		// current version, one verdict per agent (a drift the baseline is
-		// held on was reported when it came). Such a change breaks no
-		// call, and no agent's recorded usage depends on those fields, so
-		// it holds nothing: the baseline advances unless already held.
-		curDef, err := c.definition(prev.Current)
-		if err != nil {
-			return fmt.Errorf("current version of %q: %w", toolID, err)
-		}
-		curDef.ID = toolID
-		report := func(agent string, surface toolschema.UsedSurface) error {
-			rep, err := c.evaluateDrift(prev.Current, curDef, v, def, surface)
-			if err != nil {
-				return err
-			}
-			return c.verdict(st, eff, in, schemaVerdict(rep.Manifest, agent, prev.Current.Fingerprint, &rep))
-		}
-		agents := st.UsageOfTool(toolID)
-		if len(agents) == 0 {
-			if err := report("", toolschema.UsedSurface{}); err != nil {
-				return err
-			}
-		}
-		for _, u := range agents {
-			if err := report(u.AgentID, u.Surface()); err != nil {
-				return fmt.Errorf("agent %q: %w", u.AgentID, err)
-			}
-		}
-		next = cloneBaseline(prev)
-		next.Current = v
-		if !prev.Held {
-			next.Baseline = v
-		}
+		next, err = j.toolFieldsChange()
 		seen = max(prev.Seen, 1) + 1 // the same fingerprint: counted on
 	case prev.Baseline.Fingerprint == v.Fingerprint:
-		// Back to the baseline from another version.
-		m := guards.EvaluateSchema(current, &guards.SchemaBaseline{BaselineFingerprint: prev.Baseline.Fingerprint})
-		if err := c.verdict(st, eff, in, schemaVerdict(m, "", prev.Baseline.Fingerprint, nil)); err != nil {
-			return err
-		}
-		next = cloneBaseline(prev)
-		next.Current, next.Held = v, false
+		next, err = j.backToBaseline()
 	default:
-		baseDef, err := c.definition(prev.Baseline)
-		if err != nil {
-			return fmt.Errorf("baseline of %q: %w", toolID, err)
-		}
-		baseDef.ID = toolID
-		agents := st.UsageOfTool(toolID)
-		held := false
-		report := func(agent string, surface toolschema.UsedSurface) (guards.SchemaVerdict, error) {
-			rep, err := c.evaluateDrift(prev.Baseline, baseDef, v, def, surface)
-			if err != nil {
-				return "", err
-			}
-			held = held || rep.Manifest.Verdict == guards.DriftOnUsedFields
-			return rep.Manifest.Verdict, c.verdict(st, eff, in, schemaVerdict(rep.Manifest, agent, prev.Baseline.Fingerprint, &rep))
-		}
-		if len(agents) == 0 {
-			if _, err := report("", toolschema.UsedSurface{}); err != nil {
-				return err
-			}
-		}
-		for _, u := range agents {
-			verdict, err := report(u.AgentID, u.Surface())
-			if err != nil {
-				return fmt.Errorf("agent %q: %w", u.AgentID, err)
-			}
-			// The agent has been told of this pair: its invocations will
-			// not report it again.
-			if pair := prev.Baseline.Fingerprint + ">" + v.Fingerprint; verdict == guards.DriftOnUsedFields && !u.notified(pair) {
-				told := cloneUsage(u)
-				told.notify(pair)
-				told.CheckedAgainst = v.Fingerprint // what it sends was judged against this version just now
-				eff.Writes = append(eff.Writes, Write{Bucket: Usage, IDs: []string{toolID, u.AgentID}, Record: told})
-			}
-		}
-		next = cloneBaseline(prev)
-		next.Current, next.Held = v, held
-		if !held {
-			next.Baseline = v
-		}
+		next, err = j.drift()
+	}
+	if err != nil {
+		return err
 	}
 	next.LastSeq, next.LastEventID, next.Seen, next.LastSeen = in.Seq, in.Event.ID, seen, in.Event.Time
 	next.remember(v)
@@ -230,6 +138,150 @@ func (c *Core) observeTool(st *overlay, in Input, toolID, version string, tool e
 		}
 	}
 	return nil
+}
+
+// countRepeat is the baseline record after the version the tool presented
+// last came again: its pair was judged when it came, so only the record
+// changes, to count it (one write, no verdict, whatever the chain head). A
+// current version recorded without its tool fields digest takes this one's.
+func countRepeat(prev *BaselineRecord, in Input, v ToolVersion) *BaselineRecord {
+	next := cloneBaseline(prev)
+	next.Seen = max(prev.Seen, 1) + 1 // a record from before Seen: its current version was seen once at least
+	next.LastSeen, next.LastSeq, next.LastEventID = in.Event.Time, in.Seq, in.Event.ID
+	if !sameVersion(prev.Current, v) { // another label or Tool object of the same fingerprint
+		next.Current = v
+		next.remember(v)
+	}
+	return next
+}
+
+// judgement is one observation of a tool's version v (definition def) that
+// is not a repeat, judged against the baseline record prev: each method
+// publishes the verdicts of one case and returns the record that follows.
+type judgement struct {
+	c       *Core
+	st      *overlay
+	in      Input
+	eff     *Effects
+	toolID  string
+	v       ToolVersion
+	def     toolschema.ToolDefinition
+	prev    *BaselineRecord // nil for a tool never observed
+	current guards.ToolSchema
+}
+
+func (j *judgement) schemaVerdict(m guards.SchemaManifest, agent, baselineFP string, rep *toolschema.DriftReport) events.SchemaVerdict {
+	return newSchemaVerdict(j.in, m, j.toolID, agent, baselineFP, j.v, rep)
+}
+
+func (j *judgement) publish(sv events.SchemaVerdict) error { return j.c.verdict(j.st, j.eff, j.in, sv) }
+
+// firstVersion: NO_BASELINE, and the version becomes the baseline.
+func (j *judgement) firstVersion() (*BaselineRecord, error) {
+	m := guards.EvaluateSchema(j.current, nil)
+	if err := j.publish(j.schemaVerdict(m, "", "", nil)); err != nil {
+		return nil, err
+	}
+	return &BaselineRecord{ToolID: j.toolID, Baseline: j.v, Current: j.v}, nil
+}
+
+// toolFieldsChange is the current version with other Tool fields outside
+// the fingerprint (_meta, icons): their change, judged against the current
+// version, one verdict per agent (a drift the baseline is held on was
+// reported when it came). Such a change breaks no call, and no agent's
+// recorded usage depends on those fields, so it holds nothing: the
+// baseline advances unless already held.
+func (j *judgement) toolFieldsChange() (*BaselineRecord, error) {
+	prev := j.prev
+	curDef, err := j.c.definition(prev.Current)
+	if err != nil {
+		return nil, fmt.Errorf("current version of %q: %w", j.toolID, err)
+	}
+	curDef.ID = j.toolID
+	report := func(agent string, surface toolschema.UsedSurface) error {
+		rep, err := j.c.evaluateDrift(prev.Current, curDef, j.v, j.def, surface)
+		if err != nil {
+			return err
+		}
+		return j.publish(j.schemaVerdict(rep.Manifest, agent, prev.Current.Fingerprint, &rep))
+	}
+	agents := j.st.UsageOfTool(j.toolID)
+	if len(agents) == 0 {
+		if err := report("", toolschema.UsedSurface{}); err != nil {
+			return nil, err
+		}
+	}
+	for _, u := range agents {
+		if err := report(u.AgentID, u.Surface()); err != nil {
+			return nil, fmt.Errorf("agent %q: %w", u.AgentID, err)
+		}
+	}
+	next := cloneBaseline(prev)
+	next.Current = j.v
+	if !prev.Held {
+		next.Baseline = j.v
+	}
+	return next, nil
+}
+
+// backToBaseline: the tool returns to its baseline from another version.
+func (j *judgement) backToBaseline() (*BaselineRecord, error) {
+	m := guards.EvaluateSchema(j.current, &guards.SchemaBaseline{BaselineFingerprint: j.prev.Baseline.Fingerprint})
+	if err := j.publish(j.schemaVerdict(m, "", j.prev.Baseline.Fingerprint, nil)); err != nil {
+		return nil, err
+	}
+	next := cloneBaseline(j.prev)
+	next.Current, next.Held = j.v, false
+	return next, nil
+}
+
+// drift is a version other than the baseline and the current one: judged
+// against the baseline, one verdict per agent by what it uses (one for the
+// tool when no usage is known). A drift on used fields holds the baseline,
+// and each agent told of it is marked so that its invocations do not
+// report it again.
+func (j *judgement) drift() (*BaselineRecord, error) {
+	prev := j.prev
+	baseDef, err := j.c.definition(prev.Baseline)
+	if err != nil {
+		return nil, fmt.Errorf("baseline of %q: %w", j.toolID, err)
+	}
+	baseDef.ID = j.toolID
+	agents := j.st.UsageOfTool(j.toolID)
+	held := false
+	report := func(agent string, surface toolschema.UsedSurface) (guards.SchemaVerdict, error) {
+		rep, err := j.c.evaluateDrift(prev.Baseline, baseDef, j.v, j.def, surface)
+		if err != nil {
+			return "", err
+		}
+		held = held || rep.Manifest.Verdict == guards.DriftOnUsedFields
+		return rep.Manifest.Verdict, j.publish(j.schemaVerdict(rep.Manifest, agent, prev.Baseline.Fingerprint, &rep))
+	}
+	if len(agents) == 0 {
+		if _, err := report("", toolschema.UsedSurface{}); err != nil {
+			return nil, err
+		}
+	}
+	for _, u := range agents {
+		verdict, err := report(u.AgentID, u.Surface())
+		if err != nil {
+			return nil, fmt.Errorf("agent %q: %w", u.AgentID, err)
+		}
+		// The agent has been told of this pair: its invocations will
+		// not report it again.
+		if pair := prev.Baseline.Fingerprint + ">" + j.v.Fingerprint; verdict == guards.DriftOnUsedFields && !u.notified(pair) {
+			told := cloneUsage(u)
+			told.notify(pair)
+			told.CheckedAgainst = j.v.Fingerprint // what it sends was judged against this version just now
+			j.eff.Writes = append(j.eff.Writes, Write{Bucket: Usage, IDs: []string{j.toolID, u.AgentID}, Record: told})
+		}
+	}
+	next := cloneBaseline(prev)
+	next.Current, next.Held = j.v, held
+	if !held {
+		next.Baseline = j.v
+	}
+	return next, nil
 }
 
 // redoWrites is for an input whose verdicts, and the chain head they
