@@ -186,7 +186,7 @@ func (s *Service) telemetryLanes(ctx context.Context, proc *Processor, opts Serv
 // the telemetry stream's transform under it.
 func checkLiveMembers(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 	// Bounded: a cluster still forming may answer nothing.
-	ctx, cancel := context.WithTimeout(ctx, engine.ProvisionRequestTimeout())
+	ctx, cancel := context.WithTimeout(ctx, engine.ProvisionRequestTimeout(ctx))
 	defer cancel()
 	kv, err := js.KeyValue(ctx, cfg.MembersBucket())
 	if err != nil {

@@ -27,9 +27,25 @@ const ProvisionTimeout = 2 * time.Minute
 // ProvisionTimeout and exited with "context deadline exceeded".
 var provisionRequestTimeout = 5 * time.Second
 
-// ProvisionRequestTimeout is the bound of one provisioning request, for a
-// caller that bounds a few requests of its own the same way.
-func ProvisionRequestTimeout() time.Duration { return provisionRequestTimeout }
+// ProvisionRequestTimeout is the bound of one provisioning request under
+// ctx (WithProvisionRequestTimeout, else 5s), for a caller that bounds a
+// few requests of its own the same way.
+func ProvisionRequestTimeout(ctx context.Context) time.Duration {
+	if d, ok := ctx.Value(requestTimeoutKey{}).(time.Duration); ok && d > 0 {
+		return d
+	}
+	return provisionRequestTimeout
+}
+
+type requestTimeoutKey struct{}
+
+// WithProvisionRequestTimeout returns ctx under which ProvisionRequest
+// bounds each request by d instead of 5s: for a caller whose JetStream API
+// is known to answer slowly, and for a test that tells a slow answer from
+// none.
+func WithProvisionRequestTimeout(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, requestTimeoutKey{}, d)
+}
 
 // The delays between provisioning attempts while the cluster forms.
 const (
@@ -85,15 +101,16 @@ func RetryProvisioning[T any](ctx context.Context, attempt func(context.Context)
 }
 
 // ProvisionRequest runs call, one JetStream API request, with a deadline
-// of provisionRequestTimeout (or ctx's, if sooner). When that deadline
-// passes before ctx's, the error wraps ErrNoAnswer.
+// of ProvisionRequestTimeout(ctx) (or ctx's, if sooner). When that
+// deadline passes before ctx's, the error wraps ErrNoAnswer.
 func ProvisionRequest[T any](ctx context.Context, call func(context.Context) (T, error)) (T, error) {
-	rctx, cancel := context.WithTimeout(ctx, provisionRequestTimeout)
+	bound := ProvisionRequestTimeout(ctx)
+	rctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	v, err := call(rctx)
 	if err != nil && ctx.Err() == nil && rctx.Err() != nil {
 		var zero T
-		return zero, fmt.Errorf("%w within %s: %w", ErrNoAnswer, provisionRequestTimeout, err)
+		return zero, fmt.Errorf("%w within %s: %w", ErrNoAnswer, bound, err)
 	}
 	return v, err
 }

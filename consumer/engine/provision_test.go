@@ -73,3 +73,28 @@ func TestProvisionRequestWithoutAnswer(t *testing.T) {
 		t.Errorf("retried: %d, %v after %d attempts: want 42 at the third", v, err, calls.Load())
 	}
 }
+
+// A context can widen the bound of each request: a slow answer is then
+// taken, and the error names the bound that passed.
+func TestProvisionRequestTimeoutFromContext(t *testing.T) {
+	defer func(d time.Duration) { provisionRequestTimeout = d }(provisionRequestTimeout)
+	provisionRequestTimeout = 50 * time.Millisecond
+	slow := func(ctx context.Context) (int, error) {
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+			return 7, nil
+		}
+	}
+	if _, err := ProvisionRequest(context.Background(), slow); !errors.Is(err, ErrNoAnswer) {
+		t.Errorf("slow answer under the default bound: %v, want ErrNoAnswer", err)
+	}
+	ctx := WithProvisionRequestTimeout(context.Background(), 5*time.Second)
+	if got := ProvisionRequestTimeout(ctx); got != 5*time.Second {
+		t.Errorf("ProvisionRequestTimeout = %s, want the context's 5s", got)
+	}
+	if v, err := ProvisionRequest(ctx, slow); err != nil || v != 7 {
+		t.Errorf("slow answer under a wider bound: %d, %v; want 7", v, err)
+	}
+}
