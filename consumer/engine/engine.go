@@ -40,7 +40,8 @@ type Options struct {
 	ReadAhead int
 	// MaxHeld bounds the messages read and not yet applied (queued behind
 	// busy or retrying keys): above it the engine stops reading until they
-	// drain (default 16 × BatchSize).
+	// drain (default 4 × BatchSize: what a lane holds is most of its
+	// memory, and more did not read faster).
 	MaxHeld int
 	// Key returns the ordering key of a message (default LastToken).
 	Key func(*Message) string
@@ -96,7 +97,7 @@ func (o Options) withDefaults() Options {
 	def(&o.BatchSize, 512)
 	def(&o.KeyBatch, o.BatchSize)
 	def(&o.ReadAhead, 2*o.BatchSize)
-	def(&o.MaxHeld, 16*o.BatchSize)
+	def(&o.MaxHeld, 4*o.BatchSize)
 	def(&o.MaxAttempts, 5)
 	defd(&o.Linger, time.Millisecond)
 	defd(&o.BackoffInitial, time.Second)
