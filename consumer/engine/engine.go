@@ -177,6 +177,7 @@ type Engine struct {
 	// counters, written by the dispatcher, read by Stats
 	held, keys, waiting, running             atomic.Int64
 	lastSeen, checkpoint, committed, applied atomic.Uint64
+	readCons                                 atomic.Uint64 // consumer sequence of the last message the dispatcher took
 	deadLetters, retries                     atomic.Uint64
 	cons                                     atomic.Pointer[jetstream.Consumer] // set once Run created it
 }
@@ -215,9 +216,11 @@ func (e *Engine) Stats() Stats {
 }
 
 // Pending returns how many of the lane's stored messages the engine has
-// not read yet, as the server counts them for its ordered consumer (one
-// request). Lag is Pending plus Stats().Held. Before Run created the
-// consumer it returns 0 and ErrNotRunning.
+// not read yet (one request): those the server has not delivered to its
+// ordered consumer, and those delivered and still in the client's buffer
+// (the consumer's delivered sequence after the last message the engine
+// took). Lag is Pending plus Stats().Held. Before Run created the consumer
+// it returns 0 and ErrNotRunning.
 func (e *Engine) Pending(ctx context.Context) (uint64, error) {
 	c := e.cons.Load()
 	if c == nil {
@@ -227,7 +230,16 @@ func (e *Engine) Pending(ctx context.Context) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("reading the ordered consumer on %s: %w", e.src.Stream, err)
 	}
-	return info.NumPending, nil
+	var buffered uint64
+	if read := e.readCons.Load(); info.Delivered.Consumer > read {
+		buffered = info.Delivered.Consumer - read
+	}
+	// After a reset the ordered consumer counts from 1 again, below what
+	// was read; a stream sequence delivered and not read still counts.
+	if buffered == 0 && info.Delivered.Stream > e.lastSeen.Load() {
+		buffered = 1
+	}
+	return info.NumPending + buffered, nil
 }
 
 // Close stops reading, lets in-flight calls finish within
@@ -301,7 +313,7 @@ func (e *Engine) Run(ctx context.Context) (err error) {
 			return
 		}
 		m := &Message{Subject: jm.Subject(), Header: jm.Headers(), Data: jm.Data(), Stream: md.Stream,
-			StreamSeq: md.Sequence.Stream, Timestamp: md.Timestamp}
+			StreamSeq: md.Sequence.Stream, Timestamp: md.Timestamp, consSeq: md.Sequence.Consumer}
 		select {
 		case in <- m:
 		case <-readStop:
@@ -496,6 +508,9 @@ func (d *dispatcher) drainAfterLost() {
 
 // add queues a batch read from the stream.
 func (d *dispatcher) add(b []*Message) {
+	if len(b) > 0 {
+		d.e.readCons.Store(b[len(b)-1].consSeq)
+	}
 	for _, m := range b {
 		if m.StreamSeq <= d.last || m.StreamSeq < d.start {
 			continue // an ordered consumer never repeats; be safe anyway

@@ -130,10 +130,9 @@ func TestEngineRecordsItsLagInTheLease(t *testing.T) {
 		}
 		return nil
 	}
-	// MaxHeld above the 6: every message read and held behind the stuck
-	// call (messages the client buffers while reading is paused count
-	// neither as pending nor as held).
-	e := newEngine(t, js, lease, rec, Options{CommitInterval: 20 * time.Millisecond, BatchSize: 1, KeyBatch: 1, MaxHeld: 16})
+	// MaxHeld 4 and ReadAhead 2: reading pauses with messages in the
+	// client's buffer, which count as pending.
+	e := newEngine(t, js, lease, rec, Options{CommitInterval: 20 * time.Millisecond, BatchSize: 1, KeyBatch: 1})
 	if _, err := e.Pending(ctx); !errors.Is(err, ErrNotRunning) {
 		t.Errorf("Pending before Run: %v, want ErrNotRunning", err)
 	}

@@ -36,7 +36,8 @@ type Message struct {
 	// server redeliveries: the engine retries by itself.
 	Attempt int
 
-	applied bool // set by the dispatcher once the message is applied or dead-lettered
+	applied bool   // set by the dispatcher once the message is applied or dead-lettered
+	consSeq uint64 // its sequence in the ordered consumer that delivered it
 }
 
 // BatchHandler applies messages for an Engine.
