@@ -126,145 +126,38 @@ func TestAppendJSONRune(t *testing.T) {
 	}
 }
 
-// The writers the module had before AppendJSONString, kept to show that it
-// writes what each of them wrote.
-
-// oldEnvelopeString is events.appendJSONString, the CloudEvents
-// attributes' writer.
-func oldEnvelopeString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
+// envelopeForm is what the CloudEvents envelope's form (EscapeInvalidUTF8
+// alone) writes: encoding/json's string, character by character, with
+// U+2028 and U+2029 as they are.
+func envelopeForm(t *testing.T, s string) []byte {
+	t.Helper()
+	out := []byte{'"'}
 	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
-				dst = append(dst, '\\', c)
-			case c == '\n':
-				dst = append(dst, '\\', 'n')
-			case c == '\r':
-				dst = append(dst, '\\', 'r')
-			case c == '\t':
-				dst = append(dst, '\\', 't')
-			case c < 0x20:
-				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-			default:
-				dst = append(dst, c)
-			}
-			i++
-			continue
-		}
 		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, `\ufffd`...)
+		if r == '\u2028' || r == '\u2029' {
+			out = append(out, s[i:i+size]...)
 		} else {
-			dst = append(dst, s[i:i+size]...)
+			m := marshal(t, s[i:i+size], false) // an invalid byte alone: "\ufffd"
+			out = append(out, m[1:len(m)-1]...)
 		}
 		i += size
 	}
-	return append(dst, '"')
+	return append(out, '"')
 }
 
-// oldCanonicalString is toolschema.appendCanonicalString, the
-// fingerprints' writer.
-func oldCanonicalString(dst []byte, s string) []byte {
-	const hexDigits = "0123456789abcdef"
-	dst = append(dst, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"':
-				dst = append(dst, '\\', '"')
-			case c == '\\':
-				dst = append(dst, '\\', '\\')
-			case c == '\b':
-				dst = append(dst, '\\', 'b')
-			case c == '\t':
-				dst = append(dst, '\\', 't')
-			case c == '\n':
-				dst = append(dst, '\\', 'n')
-			case c == '\f':
-				dst = append(dst, '\\', 'f')
-			case c == '\r':
-				dst = append(dst, '\\', 'r')
-			case c < 0x20:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			default:
-				dst = append(dst, c)
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = utf8.AppendRune(dst, utf8.RuneError)
-		} else {
-			dst = append(dst, s[i:i+size]...)
-		}
-		i += size
-	}
-	return append(dst, '"')
-}
-
-// oldCanonicalRune is events.appendCanonicalRune, canonicalization's writer
-// of a decoded escape.
-func oldCanonicalRune(dst []byte, r rune) []byte {
-	const hex = "0123456789abcdef"
-	switch r {
-	case '"', '\\':
-		return append(dst, '\\', byte(r))
-	case '\b':
-		return append(dst, '\\', 'b')
-	case '\f':
-		return append(dst, '\\', 'f')
-	case '\n':
-		return append(dst, '\\', 'n')
-	case '\r':
-		return append(dst, '\\', 'r')
-	case '\t':
-		return append(dst, '\\', 't')
-	}
-	if r < 0x20 {
-		return append(dst, '\\', 'u', '0', '0', hex[r>>4], hex[r&0xf])
-	}
-	return utf8.AppendRune(dst, r)
-}
-
-// TestAppendJSONStringOldWriters: AppendJSONString writes what the writers
-// it replaces wrote (events.appendEncodedString and cmd's writeJSONString
-// were encoding/json's: TestAppendJSONStringMarshal). The one exception is
-// the envelope's \b and \f, which it wrote as \u0008 and \u000c and which
-// are now written by name: CloudEvents attributes hold no control
-// characters (Decode refuses them, so Encode does), so no event that
-// leaves events was written with them.
-func TestAppendJSONStringOldWriters(t *testing.T) {
-	for _, s := range append(stringCases, randomStrings(20000)...) {
-		if got, want := AppendJSONString(nil, s, Canonical), oldCanonicalString(nil, s); !bytes.Equal(got, want) {
-			t.Fatalf("Canonical %q:\n got %s\nwant %s", s, got, want)
-		}
-		got, want := AppendJSONString(nil, s, EscapeInvalidUTF8), oldEnvelopeString(nil, s)
-		if strings.ContainsAny(s, "\b\f") {
-			var a, b string
-			if json.Unmarshal(got, &a) != nil || json.Unmarshal(want, &b) != nil || a != b {
-				t.Fatalf("EscapeInvalidUTF8 %q: %s and %s read back as %q and %q", s, got, want, a, b)
-			}
-			continue
-		}
-		if !bytes.Equal(got, want) {
+// TestAppendJSONStringEnvelope: the envelope's form is encoding/json's
+// without the line terminators' escapes. Its \b and \f are written by name
+// (the events package's writer it replaced wrote \u0008 and \u000c, which
+// no event that leaves events held: Decode refuses control characters in
+// attributes, so Encode does).
+func TestAppendJSONStringEnvelope(t *testing.T) {
+	for _, s := range append(stringCases, randomStrings(5000)...) {
+		if got, want := AppendJSONString(nil, s, EscapeInvalidUTF8), envelopeForm(t, s); !bytes.Equal(got, want) {
 			t.Fatalf("EscapeInvalidUTF8 %q:\n got %s\nwant %s", s, got, want)
 		}
 	}
-	if got, was := string(AppendJSONString(nil, "\b\f", EscapeInvalidUTF8)), string(oldEnvelopeString(nil, "\b\f")); got != `"\b\f"` || was != `"\u0008\u000c"` {
-		t.Errorf("the envelope's \\b and \\f: %s, was %s", got, was)
-	}
-	for r := rune(0); r <= utf8.MaxRune; r++ {
-		if 0xd800 <= r && r <= 0xdfff {
-			continue
-		}
-		if got, want := AppendJSONRune(nil, r, Canonical), oldCanonicalRune(nil, r); !bytes.Equal(got, want) {
-			t.Fatalf("AppendJSONRune(%U) = %q, was %q", r, got, want)
-		}
+	if got := string(AppendJSONString(nil, "\b\f", EscapeInvalidUTF8)); got != `"\b\f"` {
+		t.Errorf("the envelope's \\b and \\f: %s", got)
 	}
 }
 
