@@ -125,28 +125,22 @@ func ProvisionRequest[T any](ctx context.Context, call func(context.Context) (T,
 // assignment). Concurrent creates of one configuration are all answered,
 // and a create of the configuration a stream has is answered as a success.
 func CreateOrUpdateStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
-	st, err := ProvisionRequest(ctx, func(ctx context.Context) (jetstream.Stream, error) {
-		return js.CreateStream(ctx, cfg)
-	})
-	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-		st, err = ProvisionRequest(ctx, func(ctx context.Context) (jetstream.Stream, error) {
-			return js.UpdateStream(ctx, cfg)
-		})
-	}
-	return st, err
+	return createThenUpdate(ctx, cfg, js.CreateStream, js.UpdateStream, jetstream.ErrStreamNameAlreadyInUse)
 }
 
 // CreateOrUpdateKeyValue is CreateOrUpdateStream for a bucket.
 func CreateOrUpdateKeyValue(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
-	kv, err := ProvisionRequest(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
-		return js.CreateKeyValue(ctx, cfg)
-	})
-	if errors.Is(err, jetstream.ErrBucketExists) {
-		kv, err = ProvisionRequest(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
-			return js.UpdateKeyValue(ctx, cfg)
-		})
+	return createThenUpdate(ctx, cfg, js.CreateKeyValue, js.UpdateKeyValue, jetstream.ErrBucketExists)
+}
+
+// createThenUpdate creates cfg's resource, or updates it when create fails
+// with exists; each request is a ProvisionRequest.
+func createThenUpdate[C, T any](ctx context.Context, cfg C, create, update func(context.Context, C) (T, error), exists error) (T, error) {
+	v, err := ProvisionRequest(ctx, func(ctx context.Context) (T, error) { return create(ctx, cfg) })
+	if errors.Is(err, exists) {
+		v, err = ProvisionRequest(ctx, func(ctx context.Context) (T, error) { return update(ctx, cfg) })
 	}
-	return kv, err
+	return v, err
 }
 
 // ClusterForming reports whether err is one that a JetStream cluster
