@@ -176,6 +176,29 @@ func (j *judgement) schemaVerdict(m guards.SchemaManifest, agent, baselineFP str
 
 func (j *judgement) publish(sv events.SchemaVerdict) error { return j.c.verdict(j.st, j.eff, j.in, sv) }
 
+// perAgent runs judge for each agent whose usage of the tool is recorded,
+// in order, or once for the tool (agent "", u nil) when none is.
+func (j *judgement) perAgent(judge func(agent string, u *UsageRecord) error) error {
+	agents := j.st.UsageOfTool(j.toolID)
+	if len(agents) == 0 {
+		return judge("", nil)
+	}
+	for _, u := range agents {
+		if err := judge(u.AgentID, u); err != nil {
+			return fmt.Errorf("agent %q: %w", u.AgentID, err)
+		}
+	}
+	return nil
+}
+
+// surfaceOf is what agent usage u sends; nothing for no agent.
+func surfaceOf(u *UsageRecord) toolschema.UsedSurface {
+	if u == nil {
+		return toolschema.UsedSurface{}
+	}
+	return u.Surface()
+}
+
 // firstVersion: NO_BASELINE, and the version becomes the baseline.
 func (j *judgement) firstVersion() (*BaselineRecord, error) {
 	m := guards.EvaluateSchema(j.current, nil)
@@ -198,23 +221,15 @@ func (j *judgement) toolFieldsChange() (*BaselineRecord, error) {
 		return nil, fmt.Errorf("current version of %q: %w", j.toolID, err)
 	}
 	curDef.ID = j.toolID
-	report := func(agent string, surface toolschema.UsedSurface) error {
-		rep, err := j.c.evaluateDrift(prev.Current, curDef, j.v, j.def, surface)
+	err = j.perAgent(func(agent string, u *UsageRecord) error {
+		rep, err := j.c.evaluateDrift(prev.Current, curDef, j.v, j.def, surfaceOf(u))
 		if err != nil {
 			return err
 		}
 		return j.publish(j.schemaVerdict(rep.Manifest, agent, prev.Current.Fingerprint, &rep))
-	}
-	agents := j.st.UsageOfTool(j.toolID)
-	if len(agents) == 0 {
-		if err := report("", toolschema.UsedSurface{}); err != nil {
-			return nil, err
-		}
-	}
-	for _, u := range agents {
-		if err := report(u.AgentID, u.Surface()); err != nil {
-			return nil, fmt.Errorf("agent %q: %w", u.AgentID, err)
-		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	next := cloneBaseline(prev)
 	next.Current = j.v
@@ -247,34 +262,29 @@ func (j *judgement) drift() (*BaselineRecord, error) {
 		return nil, fmt.Errorf("baseline of %q: %w", j.toolID, err)
 	}
 	baseDef.ID = j.toolID
-	agents := j.st.UsageOfTool(j.toolID)
 	held := false
-	report := func(agent string, surface toolschema.UsedSurface) (guards.SchemaVerdict, error) {
-		rep, err := j.c.evaluateDrift(prev.Baseline, baseDef, j.v, j.def, surface)
+	err = j.perAgent(func(agent string, u *UsageRecord) error {
+		rep, err := j.c.evaluateDrift(prev.Baseline, baseDef, j.v, j.def, surfaceOf(u))
 		if err != nil {
-			return "", err
+			return err
 		}
-		held = held || rep.Manifest.Verdict == guards.DriftOnUsedFields
-		return rep.Manifest.Verdict, j.publish(j.schemaVerdict(rep.Manifest, agent, prev.Baseline.Fingerprint, &rep))
-	}
-	if len(agents) == 0 {
-		if _, err := report("", toolschema.UsedSurface{}); err != nil {
-			return nil, err
-		}
-	}
-	for _, u := range agents {
-		verdict, err := report(u.AgentID, u.Surface())
-		if err != nil {
-			return nil, fmt.Errorf("agent %q: %w", u.AgentID, err)
+		used := rep.Manifest.Verdict == guards.DriftOnUsedFields
+		held = held || used
+		if err := j.publish(j.schemaVerdict(rep.Manifest, agent, prev.Baseline.Fingerprint, &rep)); err != nil {
+			return err
 		}
 		// The agent has been told of this pair: its invocations will
 		// not report it again.
-		if pair := prev.Baseline.Fingerprint + ">" + j.v.Fingerprint; verdict == guards.DriftOnUsedFields && !u.notified(pair) {
+		if pair := prev.Baseline.Fingerprint + ">" + j.v.Fingerprint; u != nil && used && !u.notified(pair) {
 			told := cloneUsage(u)
 			told.notify(pair)
 			told.CheckedAgainst = j.v.Fingerprint // what it sends was judged against this version just now
 			j.eff.Writes = append(j.eff.Writes, Write{Bucket: Usage, IDs: []string{j.toolID, u.AgentID}, Record: told})
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	next := cloneBaseline(prev)
 	next.Current, next.Held = j.v, held
