@@ -8,13 +8,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolsentry/toolsentry/consumer"
-	"github.com/toolsentry/toolsentry/consumer/natstest"
 	"github.com/toolsentry/toolsentry/events"
 	"github.com/toolsentry/toolsentry/guards"
-	"github.com/toolsentry/toolsentry/publisher"
 )
 
 // BenchmarkDirectivesLane is the directives projector through the server:
@@ -33,21 +30,8 @@ func benchDirectivesLane(b *testing.B, workers, n, tools int) {
 	cfg := testConfig()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		_, url := natstest.RunServer(b)
-		nc := natstest.Connect(b, url)
-		js, err := jetstream.New(nc)
-		if err != nil {
-			b.Fatal(err)
-		}
+		nc, _, res, pub := benchDeployment(b, cfg)
 		ctx := context.Background()
-		res, err := consumer.Provision(ctx, js, cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		pub, err := publisher.New(nc, publisher.Options{MaxPending: 4096})
-		if err != nil {
-			b.Fatal(err)
-		}
 		batch := pub.NewBatch()
 		for v := range n {
 			tool := fmt.Sprintf("svc.tool%03d", v%tools)

@@ -26,6 +26,28 @@ func cpuTime(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// benchDeployment starts a server for one benchmark and provisions cfg on
+// it: the connection, its JetStream context, the resources and a
+// publisher of up to 4096 messages in flight.
+func benchDeployment(b *testing.B, cfg consumer.Config) (*nats.Conn, jetstream.JetStream, *consumer.Resources, *publisher.Publisher) {
+	b.Helper()
+	_, url := natstest.RunServer(b)
+	nc := natstest.Connect(b, url)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	res, err := consumer.Provision(context.Background(), js, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pub, err := publisher.New(nc, publisher.Options{MaxPending: 4096})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return nc, js, res, pub
+}
+
 // BenchmarkReplay measures the audit over a recorded mix (file storage):
 // the telemetry of events=N generated events and the verdicts the core
 // derives from them, as the live service would have stored them. It
@@ -37,21 +59,8 @@ func BenchmarkReplay(b *testing.B) {
 }
 
 func benchReplay(b *testing.B, n int) {
-	_, url := natstest.RunServer(b)
-	nc := natstest.Connect(b, url)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, js, res, pub := benchDeployment(b, consumer.Config{})
 	ctx := context.Background()
-	res, err := consumer.Provision(ctx, js, consumer.Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	pub, err := publisher.New(nc, publisher.Options{MaxPending: 4096})
-	if err != nil {
-		b.Fatal(err)
-	}
 	mix, err := benchmix.New(benchmix.Options{Events: n})
 	if err != nil {
 		b.Fatal(err)
