@@ -25,7 +25,14 @@ func engineServer(tb testing.TB) (*server.Server, jetstream.JetStream) {
 		tb.Fatal("nats-server not ready")
 	}
 	tb.Cleanup(s.Shutdown)
-	nc, err := nats.Connect(s.ClientURL())
+	return s, connectJS(tb, s.ClientURL())
+}
+
+// connectJS returns a JetStream client of the server at url, closed when
+// the test ends.
+func connectJS(tb testing.TB, url string) jetstream.JetStream {
+	tb.Helper()
+	nc, err := nats.Connect(url)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -34,7 +41,7 @@ func engineServer(tb testing.TB) (*server.Server, jetstream.JetStream) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return s, js
+	return js
 }
 
 // engineStreams creates the input stream T (subjects t.>) and the

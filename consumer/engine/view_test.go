@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -39,16 +38,7 @@ func newViewFixture(t *testing.T) *viewFixture {
 // otherJetStream is a second client of the fixture's server.
 func (f *viewFixture) otherJetStream(t *testing.T) jetstream.JetStream {
 	t.Helper()
-	nc, err := nats.Connect(f.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
+	return connectJS(t, f.url)
 }
 
 func newView(t *testing.T, ctx context.Context, kv jetstream.KeyValue, opts ViewOptions) *View {
